@@ -1,0 +1,1 @@
+"""DirectML operators: descriptors, validation, shape inference, NumPy and CuPy backends."""
