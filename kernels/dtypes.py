@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 
-class DataType(str, enum.Enum):
+class DataType(enum.StrEnum):
     """DML_TENSOR_DATA_TYPE without its prefix; the value is the wire spelling."""
 
     FLOAT32 = "FLOAT32"

@@ -1,0 +1,253 @@
+"""Binding descriptors to tensors: defaults, output-shape inference and every DirectML rule.
+
+`resolve` turns a structurally valid descriptor into a complete one — every input
+descriptor present, arrays filled with their defaults, OutputTensor inferred — or raises
+DescriptorError naming each broken field and rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import DescriptorError
+from ._base import MAX_ELEMENT_COUNT, Errors, TensorDesc
+from .operators import (
+    AveragePoolingOperator,
+    ConvolutionIntegerOperator,
+    FoldOperator,
+    OperatorBase,
+    PaddingOperator,
+    UnfoldOperator,
+    attr_name,
+    parse_operator,
+)
+from .padding_value import padding_value_errors
+from .rules import (
+    average_pooling_output,
+    convolution_integer_output,
+    fold_checks,
+    unfold_output,
+)
+
+
+def resolve(
+    operator: Any,
+    tensors: Mapping[str, TensorDesc] | None = None,
+    *,
+    allow_batch_wildcard: bool = False,
+) -> OperatorBase:
+    """The complete descriptor for `operator` applied to `tensors` (actual input tensors).
+
+    Omitted input descriptors are taken from `tensors`; given ones must agree with them.
+    With `allow_batch_wildcard`, InputTensor/OutputTensor may have Sizes[0] == -1 (a
+    registered operator); resolving such a descriptor with real tensors binds the batch.
+    """
+    op = parse_operator(operator)
+    errors = Errors()
+    inputs = _bind_inputs(op, tensors or {}, errors, allow_batch_wildcard)
+    errors.raise_if_any()
+
+    update: dict[str, Any] = {attr_name(k): v for k, v in inputs.items()}
+    dims = _dimension_count(op, inputs, errors)
+    errors.raise_if_any()
+    update["dimension_count"] = dims
+    for name in op.dimension_arrays:
+        if getattr(op, name) is None:
+            default = 1 if name in ("strides", "dilations") else 0
+            update[name] = (default,) * dims
+    filled = op.model_copy(update=update)
+
+    output = _infer_output(filled, errors)
+    errors.raise_if_any()
+    assert output is not None
+    _check_output(filled.output_tensor, output, errors)
+    for name, desc in {**inputs, "OutputTensor": output}.items():
+        count = math.prod(abs(s) for s in desc.sizes)
+        errors.check(
+            count <= MAX_ELEMENT_COUNT,
+            (name, "Sizes"),
+            f"{name} has {count} elements; DirectML tensors hold at most 2^32 - 1",
+        )
+    errors.raise_if_any()
+    return filled.model_copy(update={"output_tensor": _merge_output(filled.output_tensor, output)})
+
+
+def _bind_inputs(
+    op: OperatorBase, tensors: Mapping[str, TensorDesc], errors: Errors, wildcard: bool
+) -> dict[str, TensorDesc]:
+    known = (*op.input_names, *op.optional_input_names)
+    for name in tensors:
+        errors.check(
+            name in known,
+            (name,),
+            f"{op.type} has no input tensor {name!r}; its inputs are " + ", ".join(known),
+        )
+    bound: dict[str, TensorDesc] = {}
+    for name in known:
+        given: TensorDesc | None = getattr(op, attr_name(name))
+        actual = tensors.get(name)
+        if given is None and actual is None:
+            if name in op.input_names:
+                errors.add((name,), f"{name} is required: give its descriptor or the tensor")
+            continue
+        if given is not None and given.has_wildcard_batch and not wildcard and actual is None:
+            errors.add(
+                (name, "Sizes", 0),
+                "a batch size of -1 is allowed only when registering an operator",
+            )
+            continue
+        if given is not None and given.has_wildcard_batch and name not in ("InputTensor",):
+            errors.add(
+                (name, "Sizes", 0), f"only InputTensor and OutputTensor may have -1 ({name})"
+            )
+            continue
+        if given is None:
+            assert actual is not None
+            bound[name] = actual
+        elif actual is None:
+            bound[name] = given
+        else:
+            bound[name] = _agree(name, given, actual, errors)
+    out = op.output_tensor
+    if out is not None and out.has_wildcard_batch:
+        in_desc = op.input_tensor
+        errors.check(
+            in_desc is not None and in_desc.has_wildcard_batch,
+            ("OutputTensor", "Sizes", 0),
+            "OutputTensor may have a batch size of -1 only when InputTensor has one",
+        )
+    return bound
+
+
+def _agree(name: str, given: TensorDesc, actual: TensorDesc, errors: Errors) -> TensorDesc:
+    errors.check(
+        given.data_type == actual.data_type,
+        (name, "DataType"),
+        f"the {name} tensor is {actual.data_type.value} but its descriptor says "
+        f"{given.data_type.value}",
+    )
+    expected = given.sizes
+    if given.has_wildcard_batch:
+        expected = (actual.sizes[0], *given.sizes[1:])
+    errors.check(
+        expected == actual.sizes,
+        (name, "Sizes"),
+        f"the {name} tensor has Sizes {list(actual.sizes)} but its descriptor says "
+        f"{list(given.sizes)}",
+    )
+    return given.model_copy(update={"sizes": actual.sizes})
+
+
+def _dimension_count(op: OperatorBase, inputs: Mapping[str, TensorDesc], errors: Errors) -> int:
+    given = op.given_dimension_count()
+    derived = _derived_dimension_count(op, inputs)
+    if given is None:
+        given = derived
+    if given is None:
+        errors.add(("DimensionCount",), "DimensionCount cannot be inferred: give the tensors")
+        return 0
+    lo, hi = op.dimension_count_range
+    if not errors.check(
+        lo <= given <= hi,
+        ("DimensionCount",),
+        f"DimensionCount must be in the range [{lo}, {hi}] for {op.type}, got {given}",
+    ):
+        return given
+    if derived is not None:
+        source = "OutputTensor" if isinstance(op, FoldOperator) else "InputTensor"
+        what = (
+            "the dimension count" if isinstance(op, PaddingOperator) else "the spatial dimensions"
+        )
+        errors.check(
+            given == derived,
+            ("DimensionCount",),
+            f"DimensionCount ({given}) must equal {what} of {source} ({derived})",
+        )
+    return given
+
+
+def _derived_dimension_count(op: OperatorBase, inputs: Mapping[str, TensorDesc]) -> int | None:
+    """DimensionCount as the tensors imply it (None when no tensor tells)."""
+    if isinstance(op, FoldOperator):
+        return op.output_tensor.rank - 2 if op.output_tensor is not None else None
+    x = inputs.get("InputTensor")
+    if isinstance(op, PaddingOperator):
+        return x.rank if x is not None else None
+    x = x or inputs.get("FilterTensor")
+    return x.rank - 2 if x is not None else None
+
+
+def _infer_output(op: OperatorBase, errors: Errors) -> TensorDesc | None:
+    if isinstance(op, PaddingOperator):
+        return _padding_output(op, errors)
+    if isinstance(op, UnfoldOperator):
+        return unfold_output(op, errors)
+    if isinstance(op, FoldOperator):
+        return fold_checks(op, errors)
+    if isinstance(op, AveragePoolingOperator):
+        return average_pooling_output(op, errors)
+    if isinstance(op, ConvolutionIntegerOperator):
+        return convolution_integer_output(op, errors)
+    raise DescriptorError.at(("type",), f"unknown operator type {op.type}")
+
+
+def _padding_output(op: PaddingOperator, errors: Errors) -> TensorDesc | None:
+    x = op.input_tensor
+    assert x is not None and op.start_padding is not None and op.end_padding is not None
+    padding_value_errors(op, x.data_type, errors)
+    sizes = tuple(
+        s if s == -1 else s + a + b
+        for s, a, b in zip(x.sizes, op.start_padding, op.end_padding, strict=True)
+    )
+    if x.has_wildcard_batch:
+        errors.check(
+            op.start_padding[0] == 0 and op.end_padding[0] == 0,
+            ("StartPadding", 0),
+            "a variable (-1) batch cannot be padded",
+        )
+    return TensorDesc(data_type=x.data_type, sizes=sizes)
+
+
+def _check_output(given: TensorDesc | None, inferred: TensorDesc, errors: Errors) -> None:
+    if given is None:
+        return
+    errors.check(
+        given.data_type == inferred.data_type,
+        ("OutputTensor", "DataType"),
+        f"OutputTensor.DataType must be {inferred.data_type.value}, got {given.data_type.value}",
+    )
+    same = len(given.sizes) == len(inferred.sizes) and all(
+        g == i or (k == 0 and -1 in (g, i))
+        for k, (g, i) in enumerate(zip(given.sizes, inferred.sizes, strict=True))
+    )
+    errors.check(
+        same,
+        ("OutputTensor", "Sizes"),
+        f"OutputTensor.Sizes must be {list(inferred.sizes)} (computed from the descriptor), "
+        f"got {list(given.sizes)}",
+    )
+    if given.strides is not None:
+        _check_output_strides(given, errors)
+
+
+def _check_output_strides(desc: TensorDesc, errors: Errors) -> None:
+    assert desc.strides is not None
+    dims = sorted((st, sz) for st, sz in zip(desc.strides, desc.sizes, strict=True) if sz != 1)
+    extent = 1
+    for stride, size in dims:
+        if stride < extent:
+            errors.add(
+                ("OutputTensor", "Strides"),
+                "OutputTensor Strides must not make elements overlap (a 0 stride broadcasts, "
+                "which an output cannot)",
+            )
+            return
+        extent = stride * size
+
+
+def _merge_output(given: TensorDesc | None, inferred: TensorDesc) -> TensorDesc:
+    if given is None:
+        return inferred
+    return given.model_copy(update={"sizes": inferred.sizes})
