@@ -1,0 +1,448 @@
+"""Everything the sync and async clients share: requests, framing, parsing, errors, retries.
+
+`Client` and `AsyncClient` only send, sleep and close; each public method of theirs is a
+`_*_request` builder here, one send loop there, and a `_parse_*` here.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+
+from kernels import (
+    AveragePoolingOperator,
+    ConvolutionIntegerOperator,
+    FoldOperator,
+    PaddingMode,
+    PaddingOperator,
+    TensorDesc,
+    UnfoldOperator,
+)
+from kernels._array import is_cupy_array
+from kernels.dtypes import from_numpy
+
+from ._constants import (
+    BINARY_HEADER_LENGTH,
+    INITIAL_RETRY_DELAY,
+    MAX_RETRY_AFTER,
+    MAX_RETRY_DELAY,
+    REQUEST_ID_HEADER,
+    RETRYABLE_STATUSES,
+)
+from ._exceptions import (
+    APIConnectionError,
+    APIResponseValidationError,
+    APITimeoutError,
+    make_status_error,
+)
+from ._framing import (
+    Encoding,
+    NDArray,
+    decode_outputs,
+    encode_body,
+    encode_tensor,
+    split_body,
+    to_host_array,
+)
+
+log = logging.getLogger("clients")
+
+_HttpT = TypeVar("_HttpT", httpx.Client, httpx.AsyncClient)
+_T = TypeVar("_T")
+
+#: What `execute` and the helpers accept as a tensor: NumPy arrays (any strides), CuPy arrays
+#: (copied to host), or anything `numpy.asarray` takes.
+ArrayLike = Any
+Dims = int | Sequence[int]
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One logical call: what to send, and which non-2xx statuses the parser reads itself."""
+
+    method: str
+    path: str
+    content: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    retry: bool = True
+    parse_statuses: frozenset[int] = frozenset()
+
+
+def operator_json(operator: object) -> dict[str, Any]:
+    """The wire JSON of an operator given as a `kernels` model or as a dict."""
+    dump = getattr(operator, "model_dump", None)
+    if callable(dump):
+        result = dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(result, dict):
+            return result
+    if isinstance(operator, Mapping):
+        return dict(operator)
+    raise TypeError(
+        f"operator must be a dict or a kernels descriptor model, not {type(operator).__name__}"
+    )
+
+
+def _spatial(value: Dims | None, count: int) -> tuple[int, ...] | None:
+    """An int stands for the same value on every spatial dimension."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return (value,) * count
+    return tuple(int(v) for v in value)
+
+
+def _zero_point(value: ArrayLike | None, like: NDArray, *, per_channel: bool) -> NDArray | None:
+    """A zero point as DirectML's tensor: a scalar becomes {1,...,1}, a filter's [M] {1,M,1...}.
+
+    Arrays keep their own dtype; Python numbers take the tensor's.
+    """
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray) or is_cupy_array(value):
+        array = to_host_array(value)
+    else:
+        array = np.asarray(value, dtype=like.dtype)
+    if array.ndim == 0:
+        return array.reshape((1,) * like.ndim)
+    if per_channel and array.ndim == 1:
+        return array.reshape((1, array.shape[0]) + (1,) * (like.ndim - 2))
+    return array
+
+
+class BaseClient(Generic[_HttpT]):
+    """Configuration and all I/O-free logic of the twin clients."""
+
+    _http: _HttpT
+    _owns_http: bool
+
+    def __init__(
+        self,
+        base_url: str | httpx.URL,
+        *,
+        api_key: str | None,
+        timeout: float | httpx.Timeout | None,
+        max_retries: int,
+        encoding: Encoding,
+        default_headers: Mapping[str, str] | None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be 0 (no retries) or more")
+        if encoding not in ("binary", "json"):
+            raise ValueError(f"encoding must be 'binary' or 'json', not {encoding!r}")
+        url = httpx.URL(str(base_url))
+        # A trailing slash makes relative paths extend the base path instead of replacing it.
+        self.base_url = (
+            url if url.raw_path.endswith(b"/") else url.copy_with(raw_path=url.raw_path + b"/")
+        )
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.encoding: Encoding = encoding
+        self._default_headers = dict(default_headers or {})
+
+    # ---- requests ------------------------------------------------------------------------
+
+    def _headers(self, spec: RequestSpec, request_id: str) -> dict[str, str]:
+        headers = {"Accept": "application/json, application/octet-stream"}
+        headers.update(self._default_headers)
+        if self.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        headers[REQUEST_ID_HEADER] = request_id
+        headers.update(spec.headers)
+        return headers
+
+    def _build_request(self, spec: RequestSpec, request_id: str) -> httpx.Request:
+        return self._http.build_request(
+            spec.method,
+            self.base_url.join(spec.path.lstrip("/")),
+            content=spec.content,
+            headers=self._headers(spec, request_id),
+            timeout=self.timeout,
+        )
+
+    @staticmethod
+    def _new_request_id() -> str:
+        return uuid.uuid4().hex
+
+    def _execute_request(
+        self,
+        path: str,
+        operator: object | None,
+        inputs: Mapping[str, ArrayLike],
+        encoding: Encoding | None,
+    ) -> RequestSpec:
+        encoding = encoding or self.encoding
+        tensors: dict[str, Any] = {}
+        buffers = []
+        for name, value in inputs.items():
+            tensors[name], buffer = encode_tensor(value, encoding)
+            if buffer is not None:
+                buffers.append(buffer)
+        payload: dict[str, Any] = {}
+        if operator is not None:
+            payload["operator"] = operator_json(operator)
+        payload["inputs"] = tensors
+        payload["output_encoding"] = "binary" if encoding == "binary" else "b64"
+        content, headers = encode_body(payload, buffers, encoding)
+        return RequestSpec("POST", path, content, headers)
+
+    def _json_request(self, method: str, path: str, payload: Mapping[str, Any]) -> RequestSpec:
+        content, headers = encode_body(payload, [], "json")
+        return RequestSpec(method, path, content, headers)
+
+    @staticmethod
+    def _operator_path(name: str, suffix: str = "") -> str:
+        return f"v1/operators/{quote(name, safe='')}{suffix}"
+
+    def _register_request(self, operator: object, name: str | None) -> RequestSpec:
+        payload: dict[str, Any] = {"operator": operator_json(operator)}
+        if name is not None:
+            payload["name"] = name
+        return self._json_request("POST", "v1/operators", payload)
+
+    # ---- typed helpers: descriptors and inputs -------------------------------------------
+
+    @staticmethod
+    def _fold_call(
+        x: ArrayLike,
+        output_size: Sequence[int],
+        window_sizes: Dims,
+        strides: Dims | None,
+        dilations: Dims | None,
+        start_padding: Dims | None,
+        end_padding: Dims | None,
+    ) -> tuple[FoldOperator, dict[str, NDArray]]:
+        array = to_host_array(x)
+        if array.ndim != 3:
+            raise ValueError(f"FOLD takes a 3-D column tensor (N, C*prod(K), L), got {array.shape}")
+        count = len(output_size)
+        window = _spatial(window_sizes, count)
+        assert window is not None
+        channels = array.shape[1] // max(math.prod(window), 1)
+        sizes = (array.shape[0], channels, *(int(s) for s in output_size))
+        op = FoldOperator(
+            window_sizes=window,
+            output_tensor=TensorDesc(data_type=from_numpy(array.dtype), sizes=sizes),
+            strides=_spatial(strides, count),
+            dilations=_spatial(dilations, count),
+            start_padding=_spatial(start_padding, count),
+            end_padding=_spatial(end_padding, count),
+        )
+        return op, {"InputTensor": array}
+
+    @staticmethod
+    def _unfold_call(
+        x: ArrayLike,
+        window_sizes: Dims,
+        strides: Dims | None,
+        dilations: Dims | None,
+        start_padding: Dims | None,
+        end_padding: Dims | None,
+    ) -> tuple[UnfoldOperator, dict[str, NDArray]]:
+        array = to_host_array(x)
+        count = max(array.ndim - 2, 1)
+        window = _spatial(window_sizes, count)
+        assert window is not None
+        op = UnfoldOperator(
+            window_sizes=window,
+            strides=_spatial(strides, count),
+            dilations=_spatial(dilations, count),
+            start_padding=_spatial(start_padding, count),
+            end_padding=_spatial(end_padding, count),
+        )
+        return op, {"InputTensor": array}
+
+    @staticmethod
+    def _padding_call(
+        x: ArrayLike,
+        start_padding: Sequence[int],
+        end_padding: Sequence[int],
+        mode: str,
+        value: float,
+    ) -> tuple[PaddingOperator, dict[str, NDArray]]:
+        array = to_host_array(x)
+        op = PaddingOperator(
+            start_padding=tuple(start_padding),
+            end_padding=tuple(end_padding),
+            # the model validates the spelling (prefixed DirectML names included)
+            padding_mode=cast(PaddingMode, mode),
+            padding_value=value,
+            # PADDING1: the value in the tensor's own type, so 64-bit values stay exact.
+            padding_value_data_type=from_numpy(array.dtype),
+        )
+        return op, {"InputTensor": array}
+
+    @staticmethod
+    def _average_pooling_call(
+        x: ArrayLike,
+        window_size: Dims,
+        strides: Dims | None,
+        dilations: Dims | None,
+        start_padding: Dims | None,
+        end_padding: Dims | None,
+        include_padding: bool,
+    ) -> tuple[AveragePoolingOperator, dict[str, NDArray]]:
+        array = to_host_array(x)
+        count = max(array.ndim - 2, 1)
+        window = _spatial(window_size, count)
+        assert window is not None
+        op = AveragePoolingOperator(
+            window_size=window,
+            include_padding=include_padding,
+            strides=_spatial(strides, count),
+            dilations=_spatial(dilations, count),
+            start_padding=_spatial(start_padding, count),
+            end_padding=_spatial(end_padding, count),
+        )
+        return op, {"InputTensor": array}
+
+    @staticmethod
+    def _convolution_integer_call(
+        x: ArrayLike,
+        w: ArrayLike,
+        x_zero_point: ArrayLike | None,
+        w_zero_point: ArrayLike | None,
+        strides: Dims | None,
+        dilations: Dims | None,
+        start_padding: Dims | None,
+        end_padding: Dims | None,
+        group_count: int,
+    ) -> tuple[ConvolutionIntegerOperator, dict[str, NDArray]]:
+        array = to_host_array(x)
+        weights = to_host_array(w)
+        count = max(array.ndim - 2, 1)
+        op = ConvolutionIntegerOperator(
+            group_count=group_count,
+            strides=_spatial(strides, count),
+            dilations=_spatial(dilations, count),
+            start_padding=_spatial(start_padding, count),
+            end_padding=_spatial(end_padding, count),
+        )
+        inputs = {"InputTensor": array, "FilterTensor": weights}
+        x_zp = _zero_point(x_zero_point, array, per_channel=False)
+        w_zp = _zero_point(w_zero_point, weights, per_channel=True)
+        if x_zp is not None:
+            inputs["InputZeroPointTensor"] = x_zp
+        if w_zp is not None:
+            inputs["FilterZeroPointTensor"] = w_zp
+        return op, inputs
+
+    # ---- responses -----------------------------------------------------------------------
+
+    def _process_response(
+        self, spec: RequestSpec, response: httpx.Response, parse: Callable[[httpx.Response], _T]
+    ) -> _T:
+        """The parsed body of a 2xx (or an expected status); the typed error otherwise."""
+        if not (response.is_success or response.status_code in spec.parse_statuses):
+            raise make_status_error(response)
+        try:
+            return parse(response)
+        except (ValueError, KeyError, TypeError) as err:
+            raise APIResponseValidationError(
+                f"cannot read the {response.status_code} response: {err}", response
+            ) from err
+
+    @staticmethod
+    def _parse_json(response: httpx.Response) -> Any:
+        return response.json()
+
+    @staticmethod
+    def _parse_outputs(response: httpx.Response) -> dict[str, NDArray]:
+        body, binary = split_body(response.content, response.headers.get(BINARY_HEADER_LENGTH))
+        return decode_outputs(body, binary)
+
+    @staticmethod
+    def _parse_registration(response: httpx.Response) -> tuple[str, dict[str, Any]]:
+        body = response.json()
+        name, operator = body["name"], body["operator"]
+        if not isinstance(name, str) or not isinstance(operator, dict):
+            raise ValueError("a registration answer has a string `name` and an `operator` object")
+        return name, operator
+
+    @staticmethod
+    def _parse_operator_list(response: httpx.Response) -> list[dict[str, Any]]:
+        body = response.json()
+        items = body.get("operators") if isinstance(body, dict) else body
+        if not isinstance(items, list):
+            raise ValueError("the operator list is not a JSON list")
+        return [item for item in items if isinstance(item, dict)]
+
+    @staticmethod
+    def _parse_ok(response: httpx.Response) -> bool:
+        return response.is_success
+
+    # ---- retries -------------------------------------------------------------------------
+
+    def _should_retry_response(
+        self, spec: RequestSpec, response: httpx.Response, attempt: int
+    ) -> bool:
+        return (
+            spec.retry
+            and attempt < self.max_retries
+            and response.status_code in RETRYABLE_STATUSES
+            and response.status_code not in spec.parse_statuses
+        )
+
+    def _should_retry_error(
+        self, spec: RequestSpec, error: httpx.TransportError, attempt: int
+    ) -> bool:
+        # A read timeout means the service took the request and is still working on it:
+        # sending it again would only double its load. Everything else never reached it, or
+        # broke the connection, and execution is idempotent, so sending again is safe.
+        return (
+            spec.retry and attempt < self.max_retries and not isinstance(error, httpx.ReadTimeout)
+        )
+
+    def _retry_delay(self, attempt: int, response: httpx.Response | None) -> float:
+        """Seconds before retry number `attempt + 1`."""
+        retry_after = parse_retry_after(response.headers) if response is not None else None
+        if retry_after is not None and 0 <= retry_after <= MAX_RETRY_AFTER:
+            return retry_after
+        return backoff_delay(attempt)
+
+    @staticmethod
+    def _transport_error(error: httpx.TransportError, request: httpx.Request) -> APIConnectionError:
+        if isinstance(error, httpx.TimeoutException):
+            return APITimeoutError(request)
+        return APIConnectionError(request, f"Connection error: {error}")
+
+    def _log_retry(self, request: httpx.Request, delay: float, why: str) -> None:
+        log.info("retrying %s %s in %.2f s (%s)", request.method, request.url, delay, why)
+
+
+def backoff_delay(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """Exponential backoff with jitter: 0.5 s, 1 s, 2 s ... capped at 8 s, each times (0.75, 1]."""
+    base = min(INITIAL_RETRY_DELAY * 2.0**attempt, MAX_RETRY_DELAY)
+    return base * (1.0 - 0.25 * rand())
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Retry-After (seconds or an HTTP date; `retry-after-ms` first) in seconds, or None."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        return max(float(email.utils.mktime_tz(parsed)) - time.time(), 0.0)
+    return seconds if math.isfinite(seconds) else None

@@ -1,0 +1,267 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from kernels import PaddingMode
+
+from ._base import ArrayLike, BaseClient, Dims, RequestSpec
+from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+from ._framing import Encoding, NDArray
+
+__all__ = ["Client", "RegisteredOperator"]
+
+_T = TypeVar("_T")
+
+
+class Client(BaseClient[httpx.Client]):
+    """A dmlserve client over httpx; a context manager.
+
+    `http_client` injects a configured `httpx.Client` (proxies, mTLS, an in-process
+    transport); the client closes only an httpx client it created itself.
+    """
+
+    def __init__(
+        self,
+        base_url: str | httpx.URL,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: httpx.Client | None = None,
+        *,
+        encoding: Encoding = "binary",
+        default_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            encoding=encoding,
+            default_headers=default_headers,
+        )
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the underlying httpx client if this client created it."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ---- the one send loop ---------------------------------------------------------------
+
+    def _request(self, spec: RequestSpec, parse: Callable[[httpx.Response], _T]) -> _T:
+        request_id = self._new_request_id()  # one per logical call, kept across retries
+        attempt = 0
+        while True:
+            request = self._build_request(spec, request_id)
+            try:
+                response = self._http.send(request)
+            except httpx.TransportError as err:
+                if not self._should_retry_error(spec, err, attempt):
+                    raise self._transport_error(err, request) from err
+                delay = self._retry_delay(attempt, None)
+                self._log_retry(request, delay, type(err).__name__)
+            else:
+                if not self._should_retry_response(spec, response, attempt):
+                    return self._process_response(spec, response, parse)
+                delay = self._retry_delay(attempt, response)
+                self._log_retry(request, delay, str(response.status_code))
+                response.close()
+            time.sleep(delay)
+            attempt += 1
+
+    # ---- operators -----------------------------------------------------------------------
+
+    def execute(
+        self,
+        operator: Mapping[str, Any] | Any,
+        inputs: Mapping[str, ArrayLike],
+        *,
+        encoding: Encoding | None = None,
+    ) -> dict[str, NDArray]:
+        """Run one operator (a dict or a `kernels` descriptor model) on `inputs`.
+
+        Returns the outputs by name (`{"OutputTensor": array}`), typed as DirectML says.
+        """
+        spec = self._execute_request("v1/execute", operator, inputs, encoding)
+        return self._request(spec, self._parse_outputs)
+
+    def fold(
+        self,
+        x: ArrayLike,
+        output_size: Sequence[int],
+        window_sizes: Dims,
+        strides: Dims | None = None,
+        dilations: Dims | None = None,
+        start_padding: Dims | None = None,
+        end_padding: Dims | None = None,
+    ) -> NDArray:
+        """FOLD (col2im): sum the columns of `x` (N, C*prod(K), L) into (N, C, *output_size)."""
+        op, inputs = self._fold_call(
+            x, output_size, window_sizes, strides, dilations, start_padding, end_padding
+        )
+        return self.execute(op, inputs)["OutputTensor"]
+
+    def unfold(
+        self,
+        x: ArrayLike,
+        window_sizes: Dims,
+        strides: Dims | None = None,
+        dilations: Dims | None = None,
+        start_padding: Dims | None = None,
+        end_padding: Dims | None = None,
+    ) -> NDArray:
+        """UNFOLD (im2col): sliding blocks of `x` (N, C, *S) as columns (N, C*prod(K), L)."""
+        op, inputs = self._unfold_call(
+            x, window_sizes, strides, dilations, start_padding, end_padding
+        )
+        return self.execute(op, inputs)["OutputTensor"]
+
+    def padding(
+        self,
+        x: ArrayLike,
+        start_padding: Sequence[int],
+        end_padding: Sequence[int],
+        mode: str | PaddingMode = "CONSTANT",
+        value: float = 0,
+    ) -> NDArray:
+        """PADDING over every dimension; `value` (CONSTANT) is exact in `x`'s own type."""
+        op, inputs = self._padding_call(x, start_padding, end_padding, mode, value)
+        return self.execute(op, inputs)["OutputTensor"]
+
+    def average_pooling(
+        self,
+        x: ArrayLike,
+        window_size: Dims,
+        strides: Dims | None = None,
+        dilations: Dims | None = None,
+        start_padding: Dims | None = None,
+        end_padding: Dims | None = None,
+        include_padding: bool = False,
+    ) -> NDArray:
+        """AVERAGE_POOLING (with AVERAGE_POOLING1's Dilations) of `x` (N, C, *S), float16/32."""
+        op, inputs = self._average_pooling_call(
+            x, window_size, strides, dilations, start_padding, end_padding, include_padding
+        )
+        return self.execute(op, inputs)["OutputTensor"]
+
+    def convolution_integer(
+        self,
+        x: ArrayLike,
+        w: ArrayLike,
+        x_zero_point: ArrayLike | None = None,
+        w_zero_point: ArrayLike | None = None,
+        strides: Dims | None = None,
+        dilations: Dims | None = None,
+        start_padding: Dims | None = None,
+        end_padding: Dims | None = None,
+        group_count: int = 1,
+    ) -> NDArray:
+        """CONVOLUTION_INTEGER of int8/uint8 `x` (N, C, *S) with `w` (M, C/G, *K) -> int32.
+
+        A zero point may be a number (per tensor) or, for `w`, one value per output channel.
+        """
+        op, inputs = self._convolution_integer_call(
+            x,
+            w,
+            x_zero_point,
+            w_zero_point,
+            strides,
+            dilations,
+            start_padding,
+            end_padding,
+            group_count,
+        )
+        return self.execute(op, inputs)["OutputTensor"]
+
+    # ---- registry ------------------------------------------------------------------------
+
+    def register(
+        self, operator: Mapping[str, Any] | Any, name: str | None = None
+    ) -> RegisteredOperator:
+        """Register (validate, resolve, compile once) an operator; returns its handle.
+
+        Registering the same descriptor again returns the same name.
+        """
+        registered, resolved = self._request(
+            self._register_request(operator, name), self._parse_registration
+        )
+        return RegisteredOperator(self, registered, resolved)
+
+    def get_operator(self, name: str) -> RegisteredOperator:
+        """The handle of an operator registered earlier; NotFoundError if there is none."""
+        name, resolved = self._request(
+            RequestSpec("GET", self._operator_path(name)), self._parse_registration
+        )
+        return RegisteredOperator(self, name, resolved)
+
+    def operators(self) -> list[dict[str, Any]]:
+        """Every registered operator: `{"name", "operator"}` objects."""
+        return self._request(RequestSpec("GET", "v1/operators"), self._parse_operator_list)
+
+    # ---- health --------------------------------------------------------------------------
+
+    def health(self) -> bool:
+        """True when the service process answers (KServe `/v2/health/live`)."""
+        spec = RequestSpec("GET", "v2/health/live", retry=False, parse_statuses=frozenset({503}))
+        return self._request(spec, self._parse_ok)
+
+    def ready(self) -> bool:
+        """True when the service accepts work (KServe `/v2/health/ready`); False on 503."""
+        spec = RequestSpec("GET", "v2/health/ready", retry=False, parse_statuses=frozenset({503}))
+        return self._request(spec, self._parse_ok)
+
+
+class RegisteredOperator:
+    """A registered operator: `execute(inputs)` runs it without resending the descriptor."""
+
+    def __init__(self, client: Client, name: str, operator: dict[str, Any]) -> None:
+        self._client = client
+        self.name = name
+        #: The resolved descriptor the service answered with (OutputTensor filled in).
+        self.operator = operator
+
+    def __repr__(self) -> str:
+        return f"RegisteredOperator(name={self.name!r}, type={self.operator.get('type')!r})"
+
+    def execute(
+        self, inputs: Mapping[str, ArrayLike], *, encoding: Encoding | None = None
+    ) -> dict[str, NDArray]:
+        """Run the operator on `inputs`; returns `{"OutputTensor": array}`."""
+        client = self._client
+        spec = client._execute_request(
+            client._operator_path(self.name, "/execute"), None, inputs, encoding
+        )
+        return client._request(spec, client._parse_outputs)
+
+    def metadata(self) -> dict[str, Any]:
+        """The service's record of this operator (`{"name", "operator", ...}`)."""
+        client = self._client
+        spec = RequestSpec("GET", client._operator_path(self.name))
+        result: dict[str, Any] = client._request(spec, client._parse_json)
+        return result
+
+    def delete(self) -> None:
+        """Remove the operator from the service."""
+        client = self._client
+        client._request(RequestSpec("DELETE", client._operator_path(self.name)), client._parse_ok)
