@@ -77,12 +77,11 @@ class OperatorBase(DmlModel):
         """Rules that need no tensor: array lengths, value ranges."""
         lo, hi = self.dimension_count_range
         count = self.given_dimension_count()
-        if self.dimension_count is not None:
+        if count is not None:
             errors.check(
-                lo <= self.dimension_count <= hi,
+                lo <= count <= hi,
                 ("DimensionCount",),
-                f"DimensionCount must be in the range [{lo}, {hi}] for {self.type}, "
-                f"got {self.dimension_count}",
+                f"DimensionCount must be in the range [{lo}, {hi}] for {self.type}, got {count}",
             )
         for name in self.dimension_arrays:
             value = getattr(self, name)
