@@ -17,6 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 Array = npt.NDArray[Any]
+Index = tuple[slice | int, ...]
+
+EVERYTHING: Index = (slice(None), slice(None))  # the N and C axes, whole
 
 
 def blocks_per_dimension(
@@ -79,7 +82,7 @@ def zero_padded(
     """``(N, C, *S) -> (N, C, *(Start + S + End))`` in ``dtype``, zero outside the image."""
     spatial = x.shape[2:]
     out = np.zeros(x.shape[:2] + padded_sizes(spatial, start_padding, end_padding), dtype=dtype)
-    out[(slice(None), slice(None), *interior(spatial, start_padding))] = x
+    out[(*EVERYTHING, *interior(spatial, start_padding))] = x
     return out
 
 

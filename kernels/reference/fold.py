@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._windows import (
+    EVERYTHING,
     Array,
+    Index,
     accumulation_dtype,
     blocks_per_dimension,
     interior,
@@ -43,7 +45,6 @@ def fold(
         output_sizes, window_sizes, strides, dilations, start_padding, end_padding
     )
     columns = x.reshape(n, c, *window_sizes, *blocks)
-    everything = (slice(None), slice(None))
     # Accumulate into the zero-padded image, then keep its interior (drops padding hits).
     padded = np.zeros(
         (n, c, *padded_sizes(output_sizes, start_padding, end_padding)),
@@ -51,6 +52,7 @@ def fold(
     )
     for k in window_offsets(window_sizes):
         # In-place integer addition wraps modulo 2**bits: the rule for integer FOLD.
-        target = padded[(*everything, *tap_slices(k, blocks, strides, dilations))]
-        target += columns[(*everything, *k)]
-    return padded[(*everything, *interior(output_sizes, start_padding))].astype(x.dtype, order="C")
+        at_offset: Index = (*EVERYTHING, *k)
+        target = padded[(*EVERYTHING, *tap_slices(k, blocks, strides, dilations))]
+        target += columns[at_offset]
+    return padded[(*EVERYTHING, *interior(output_sizes, start_padding))].astype(x.dtype, order="C")

@@ -7,7 +7,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._windows import Array, blocks_per_dimension, tap_slices, window_offsets, zero_padded
+from ._windows import (
+    EVERYTHING,
+    Array,
+    Index,
+    blocks_per_dimension,
+    tap_slices,
+    window_offsets,
+    zero_padded,
+)
 
 __all__ = ["unfold"]
 
@@ -30,9 +38,9 @@ def unfold(
         x.shape[2:], window_sizes, strides, dilations, start_padding, end_padding
     )
     padded = zero_padded(x, start_padding, end_padding, x.dtype)
-    everything = (slice(None), slice(None))
     # Axes (N, C, *K, *blocks): for a fixed window offset k, all blocks are one strided slice.
     out = np.empty((n, c, *window_sizes, *blocks), dtype=x.dtype)
     for k in window_offsets(window_sizes):
-        out[(*everything, *k)] = padded[(*everything, *tap_slices(k, blocks, strides, dilations))]
+        at_offset: Index = (*EVERYTHING, *k)
+        out[at_offset] = padded[(*EVERYTHING, *tap_slices(k, blocks, strides, dilations))]
     return out.reshape(n, c * math.prod(window_sizes), math.prod(blocks))

@@ -242,3 +242,17 @@ def test_convolution_is_a_cross_correlation() -> None:
     w = np.array([[[1, 0]]], dtype=np.int8)
     out = reference.convolution_integer(x, w, 0, np.zeros(1, np.int32), (1,), (1,), (0,), (0,), 1)
     assert out.tolist() == [[[1, 2]]]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "big"),
+    [(np.float32, 2.0**25), (np.float16, 2048.0)],
+    ids=["float32-in-float64", "float16-in-float32"],
+)
+def test_average_pooling_accumulates_wider_than_its_type(dtype: Any, big: float) -> None:
+    # [big, 1, -big, 1]: the exact mean is 0.5. Summed in the tensor's own type, `big + 1`
+    # rounds back to `big`, so sequential order gives 0.25 and pairwise order gives 0.
+    x = np.array([[[big, 1.0, -big, 1.0]]], dtype=dtype)
+    out = reference.average_pooling(x, (4,), (1,), (1,), (0,), (0,), True)
+    assert out.dtype == dtype
+    assert out.tolist() == [[[0.5]]]
