@@ -1,0 +1,96 @@
+"""`create_app`: the FastAPI application, its lifespan, middleware and routers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.staticfiles import StaticFiles
+
+from kernels import BackendUnavailableError
+from service import __version__
+from service.errors import install_error_handlers
+from service.observability import RequestContextMiddleware
+from service.routes import system, v1, v2
+from service.runtime import ServiceState
+from service.schemas import (
+    ExecuteRequest,
+    InferRequest,
+    OperatorExecuteRequest,
+    RegisterRequest,
+)
+from service.settings import Settings, get_settings
+
+logger = logging.getLogger("dmlserve")
+
+DESCRIPTION = (
+    "DirectML's FOLD, UNFOLD, PADDING, AVERAGE_POOLING and CONVOLUTION_INTEGER with DirectML's "
+    "semantics: `/v1` takes operator descriptors with DirectML field names; `/v2` is the "
+    "KServe v2 Open Inference Protocol over registered operators."
+)
+
+
+class StartupError(RuntimeError):
+    """The service cannot start as configured (e.g. the requested backend is unavailable)."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service. Start-up work (backend choice, warm-up) runs in the lifespan."""
+    settings = settings or get_settings()
+    state = ServiceState(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            await state.start()
+        except BackendUnavailableError as exc:
+            logger.error("start-up failed", extra={"reason": str(exc)})
+            raise StartupError(str(exc)) from exc
+        logger.info("ready", extra={"backend": state.backend.name if state.backend else None})
+        try:
+            yield
+        finally:
+            state.ready = False
+            logger.info("shut down")
+
+    app = FastAPI(
+        title="dmlserve",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.dmlserve = state
+    install_error_handlers(app)
+    # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(RequestContextMiddleware)
+    app.include_router(v1.router)
+    app.include_router(v2.health)
+    app.include_router(v2.router)
+    app.include_router(system.router)
+    app.mount(system.SWAGGER_PREFIX, StaticFiles(directory=system.STATIC_DIR / "swagger-ui"))
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the envelope schemas the routes read from raw bodies."""
+    if app.openapi_schema is None:
+        doc = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        for model in (ExecuteRequest, OperatorExecuteRequest, RegisterRequest, InferRequest):
+            js = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(js.pop("$defs", {}))
+            schemas[model.__name__] = js
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        app.openapi_schema = doc
+    return app.openapi_schema

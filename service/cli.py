@@ -1,0 +1,101 @@
+"""`dmlserve serve`: run the service under uvicorn; every setting has a flag."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+import kernels
+from service.settings import Settings
+
+logger = logging.getLogger("dmlserve")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dmlserve", description="dmlserve inference service")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP service",
+        description="Run the HTTP service. Flags override DMLSERVE_* environment variables.",
+    )
+    for name, field in Settings.model_fields.items():
+        choices = get_args(field.annotation) if name in ("backend", "log_level") else None
+        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": field.description}
+        if field.annotation is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["metavar"] = name.upper()
+            if choices:
+                kwargs["choices"] = choices
+        serve.add_argument(_flag(name), dest=name, **kwargs)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Environment first, then the flags given on the command line."""
+    given = {k: v for k, v in vars(args).items() if k in Settings.model_fields}
+    return Settings(**given)
+
+
+def serve(settings: Settings) -> None:
+    import uvicorn
+
+    from service.app import create_app
+    from service.observability import configure_logging
+
+    configure_logging(settings.log_level)
+    try:
+        # Checked here as well as in the lifespan, to stop with one clear line, no traceback.
+        kernels.select_backend(settings.backend)
+    except kernels.BackendUnavailableError as exc:
+        logger.error("start-up failed", extra={"reason": str(exc)})
+        sys.stderr.write(f"dmlserve: {exc}\n")
+        sys.exit(2)
+    if settings.cupy_cache_dir:
+        # CuPy reads its cache location from the environment when it compiles.
+        os.environ.setdefault("CUPY_CACHE_DIR", settings.cupy_cache_dir)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_timeout_s),
+        lifespan="on",
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then
+    # run the lifespan shutdown.
+    server.run()
+    if not server.started:
+        sys.exit(3)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        try:
+            settings = settings_from_args(args)
+        except ValidationError as exc:
+            parser.error(
+                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            )
+        serve(settings)
+
+
+if __name__ == "__main__":
+    main()

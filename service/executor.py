@@ -1,0 +1,242 @@
+"""Running operators: a bounded compute queue, worker threads, and the NumPy/CuPy paths.
+
+Array work never runs on the event loop. A request waits for one of `max_concurrency` compute
+slots; when `max_queue` requests are already waiting it is refused (429). The whole wait plus
+compute is bounded by the request time limit (504): a computation that overruns is abandoned
+(its thread finishes in the background and only then frees its slot, so the device is never
+oversubscribed).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import numpy as np
+
+import kernels
+from kernels import OperatorBase
+from service.encoding import HostTensor, as_tensor_view
+from service.errors import GatewayTimeoutError, QueueFullError, UnavailableError
+
+T = TypeVar("T")
+
+
+@dataclass
+class Timings:
+    """Seconds spent in each stage of one request."""
+
+    queue: float = 0.0
+    transfer: float = 0.0
+    compute: float = 0.0
+
+
+class ComputeLimiter:
+    """`max_concurrency` compute slots, at most `max_queue` requests waiting for one."""
+
+    def __init__(self, max_concurrency: int, max_queue: int, retry_after_s: int) -> None:
+        self.max_concurrency = max_concurrency
+        self.max_queue = max_queue
+        self.retry_after_s = retry_after_s
+        self._slots = anyio.CapacityLimiter(max_concurrency)
+        # Worker threads may outlive an abandoned request; give them their own pool.
+        self._threads = anyio.CapacityLimiter(max_concurrency * 4 + 4)
+        self.waiting = 0
+
+    @property
+    def running(self) -> int:
+        return self._slots.borrowed_tokens
+
+    async def run(self, fn: Callable[[], T], timeout_s: float, timings: Timings) -> T:
+        """Run `fn` in a worker thread under a slot, within `timeout_s` of queueing."""
+        if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
+            raise QueueFullError(
+                f"{self.waiting} requests are already waiting for a compute slot "
+                f"(max_queue = {self.max_queue})",
+                self.retry_after_s,
+            )
+        token = object()
+        start = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout_s):
+                self.waiting += 1
+                try:
+                    await self._slots.acquire_on_behalf_of(token)
+                finally:
+                    self.waiting -= 1
+                timings.queue = time.perf_counter() - start
+                return await anyio.to_thread.run_sync(
+                    self._in_slot, fn, token, abandon_on_cancel=True, limiter=self._threads
+                )
+        except TimeoutError:
+            raise GatewayTimeoutError(
+                f"the request exceeded its time limit of {timeout_s:g} s"
+            ) from None
+
+    def _in_slot(self, fn: Callable[[], T], token: object) -> T:
+        try:
+            return fn()
+        finally:
+            anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
+
+
+@dataclass
+class Backend:
+    """The compute backend chosen at start-up, and how to move tensors to and from it."""
+
+    name: str  # "numpy" | "cupy"
+    device: int = 0
+    retry_after_s: int = 1
+    _local: threading.local = field(default_factory=threading.local, repr=False)
+
+    def run(
+        self, op: OperatorBase, inputs: Mapping[str, HostTensor], timings: Timings
+    ) -> np.ndarray:
+        """Execute a resolved operator on host tensors; the output comes back on the host."""
+        if self.name == "cupy":
+            return self._run_cupy(op, inputs, timings)
+        t0 = time.perf_counter()
+        views = {name: t.view() for name, t in inputs.items()}
+        out = kernels.execute(op, views, backend="numpy")["OutputTensor"]
+        timings.compute = time.perf_counter() - t0
+        return np.asarray(out)
+
+    # --- CuPy -----------------------------------------------------------------------------
+
+    def _stream(self) -> Any:
+        import cupy
+
+        stream = getattr(self._local, "stream", None)
+        if stream is None:
+            # One non-blocking stream per worker thread: requests overlap on the device.
+            with cupy.cuda.Device(self.device):
+                stream = cupy.cuda.Stream(non_blocking=True)
+            self._local.stream = stream
+        return stream
+
+    def _run_cupy(
+        self, op: OperatorBase, inputs: Mapping[str, HostTensor], timings: Timings
+    ) -> np.ndarray:
+        import cupy
+
+        try:
+            with cupy.cuda.Device(self.device):
+                stream = self._stream()
+                with stream:
+                    t0 = time.perf_counter()
+                    staged = {n: _to_device(t, stream) for n, t in inputs.items()}
+                    # The pinned staging buffers must outlive the async copies.
+                    stream.synchronize()
+                    device_inputs = {n: view for n, (view, _) in staged.items()}
+                    del staged
+                    t1 = time.perf_counter()
+                    out = kernels.execute(op, device_inputs, backend="cupy")["OutputTensor"]
+                    stream.synchronize()
+                    t2 = time.perf_counter()
+                    host = _to_host(out, stream)
+                    del out, device_inputs
+                    t3 = time.perf_counter()
+            timings.transfer = (t1 - t0) + (t3 - t2)
+            timings.compute = t2 - t1
+            return host
+        except cupy.cuda.memory.OutOfMemoryError:
+            release_device_memory()
+            raise UnavailableError(
+                "the GPU is out of memory for this request; retry later or send less",
+                self.retry_after_s,
+            ) from None
+
+    def memory_in_use(self) -> int | None:
+        """Bytes held by CuPy's device memory pool (None on NumPy)."""
+        if self.name != "cupy":
+            return None
+        import cupy
+
+        return int(cupy.get_default_memory_pool().used_bytes())
+
+    def warm_up(self) -> None:
+        """Run every operator once on a tiny input, so the first request pays no compile."""
+        for op, inputs in _warmup_cases():
+            self.run(op, inputs, Timings())
+
+
+def release_device_memory() -> None:
+    """Give cached device and pinned blocks back after an out-of-memory error."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def _to_device(t: HostTensor, stream: Any) -> tuple[Any, np.ndarray]:
+    """Host buffer -> pinned staging -> device buffer (async on `stream`): (view, staging)."""
+    import cupy
+
+    flat = t.buffer
+    pinned_mem = cupy.cuda.alloc_pinned_memory(max(flat.nbytes, 1))
+    staging = np.frombuffer(pinned_mem, flat.dtype, flat.size)
+    staging[...] = flat
+    device = cupy.empty(flat.size, flat.dtype)
+    device.set(staging, stream=stream)
+    return as_tensor_view(device, t.sizes, t.strides), staging
+
+
+def _to_host(out: Any, stream: Any) -> np.ndarray:
+    import cupy
+
+    out = cupy.ascontiguousarray(out)
+    pinned_mem = cupy.cuda.alloc_pinned_memory(max(out.nbytes, 1))
+    host = np.frombuffer(pinned_mem, out.dtype, out.size).reshape(out.shape)
+    out.get(out=host, stream=stream)
+    stream.synchronize()
+    return host
+
+
+def _warmup_cases() -> list[tuple[OperatorBase, dict[str, HostTensor]]]:
+    from kernels.dtypes import DataType
+
+    def tensor(dt: DataType, sizes: tuple[int, ...]) -> HostTensor:
+        return HostTensor(dt, sizes, None, np.zeros(math.prod(sizes), dt.numpy))
+
+    f32, i8 = DataType.FLOAT32, DataType.INT8
+    specs: list[tuple[dict[str, Any], dict[str, HostTensor]]] = [
+        (
+            {"type": "PADDING", "PaddingMode": "REFLECTION", "StartPadding": [0, 0, 1, 1],
+             "EndPadding": [0, 0, 1, 1]},
+            {"InputTensor": tensor(f32, (1, 1, 2, 2))},
+        ),
+        (
+            {"type": "UNFOLD", "WindowSizes": [2, 2]},
+            {"InputTensor": tensor(f32, (1, 1, 3, 3))},
+        ),
+        (
+            {"type": "FOLD", "WindowSizes": [2, 2],
+             "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 3, 3]}},
+            {"InputTensor": tensor(f32, (1, 4, 4))},
+        ),
+        (
+            {"type": "AVERAGE_POOLING", "WindowSize": [2, 2]},
+            {"InputTensor": tensor(f32, (1, 1, 3, 3))},
+        ),
+        (
+            {"type": "CONVOLUTION_INTEGER"},
+            {"InputTensor": tensor(i8, (1, 1, 3, 3)), "FilterTensor": tensor(i8, (1, 1, 2, 2))},
+        ),
+    ]  # fmt: skip
+    cases = []
+    for spec, inputs in specs:
+        descs = {n: t_desc(t) for n, t in inputs.items()}
+        cases.append((kernels.resolve(spec, descs), inputs))
+    return cases
+
+
+def t_desc(t: HostTensor) -> kernels.TensorDesc:
+    """The descriptor of a decoded tensor (its wire strides are the array's, not the op's)."""
+    return kernels.TensorDesc(data_type=t.data_type, sizes=t.sizes)

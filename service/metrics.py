@@ -1,0 +1,131 @@
+"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process).
+
+Names follow Triton's where Triton has one (`nv_inference_*`, microsecond counters labelled by
+model and version), so existing Triton dashboards read dmlserve; histograms and service-level
+counters carry the `dmlserve_` prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from service.executor import Timings
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Metrics:
+    """Every metric the service exports."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        model = ["model", "version"]
+        self.requests = Counter(
+            "dmlserve_requests", "Requests that ran an operator, by operator and HTTP status",
+            ["operator", "status"], registry=r,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "dmlserve_request_duration_seconds", "Whole-request latency of operator requests",
+            ["operator"], buckets=_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.stage = Histogram(
+            "dmlserve_stage_duration_seconds",
+            "Time in each stage: queue (waiting for a slot), transfer (host<->device), compute",
+            ["operator", "stage"], buckets=_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.bytes_in = Counter(
+            "dmlserve_request_bytes", "Request body bytes received", ["operator"], registry=r
+        )
+        self.bytes_out = Counter(
+            "dmlserve_response_bytes", "Tensor bytes returned", ["operator"], registry=r
+        )
+        self.in_flight = Gauge(
+            "dmlserve_inflight_requests", "Operator requests being served", registry=r
+        )
+        self.queued = Gauge(
+            "dmlserve_queued_requests", "Requests waiting for a compute slot", registry=r
+        )
+        self.gpu_memory = Gauge(
+            "dmlserve_gpu_memory_used_bytes", "Device memory held by CuPy's pool", registry=r
+        )
+        # Triton's names. prometheus-client appends `_total` to every Counter, which would
+        # break the names, so these monotonic totals are exported as gauges that only grow.
+        self.nv_success = Gauge(
+            "nv_inference_request_success", "Successful inference requests", model, registry=r
+        )
+        self.nv_failure = Gauge(
+            "nv_inference_request_failure", "Failed inference requests", [*model, "reason"],
+            registry=r,
+        )  # fmt: skip
+        self.nv_count = Gauge(
+            "nv_inference_count", "Inferences performed (a batch of N counts N)", model,
+            registry=r,
+        )  # fmt: skip
+        self.nv_exec = Gauge(
+            "nv_inference_exec_count", "Model executions performed", model, registry=r
+        )
+        self.nv_request_us = Gauge(
+            "nv_inference_request_duration_us", "Cumulative request duration (us)", model,
+            registry=r,
+        )  # fmt: skip
+        self.nv_queue_us = Gauge(
+            "nv_inference_queue_duration_us", "Cumulative queue duration (us)", model, registry=r
+        )
+        self.nv_input_us = Gauge(
+            "nv_inference_compute_input_duration_us", "Cumulative input transfer duration (us)",
+            model, registry=r,
+        )  # fmt: skip
+        self.nv_infer_us = Gauge(
+            "nv_inference_compute_infer_duration_us", "Cumulative compute duration (us)", model,
+            registry=r,
+        )  # fmt: skip
+        self.nv_pending = Gauge(
+            "nv_inference_pending_request_count", "Requests waiting for a compute slot", model,
+            registry=r,
+        )  # fmt: skip
+
+    def bind_gauges(self, queued: Callable[[], int], gpu_bytes: Callable[[], int | None]) -> None:
+        """Gauges read at scrape time from the live limiter and backend."""
+        self.queued.set_function(lambda: float(queued()))
+        self.gpu_memory.set_function(lambda: float(gpu_bytes() or 0))
+
+    def observe(
+        self,
+        *,
+        operator: str,
+        model: str,
+        status: int,
+        seconds: float,
+        timings: Timings | None,
+        batch: int,
+        bytes_in: int,
+        bytes_out: int,
+        reason: str = "",
+    ) -> None:
+        """Record one finished operator request."""
+        version = "1"
+        self.requests.labels(operator, str(status)).inc()
+        self.latency.labels(operator).observe(seconds)
+        self.bytes_in.labels(operator).inc(bytes_in)
+        self.bytes_out.labels(operator).inc(bytes_out)
+        self.nv_request_us.labels(model, version).inc(seconds * 1e6)
+        if timings is not None:
+            for stage in ("queue", "transfer", "compute"):
+                self.stage.labels(operator, stage).observe(getattr(timings, stage))
+            self.nv_queue_us.labels(model, version).inc(timings.queue * 1e6)
+            self.nv_input_us.labels(model, version).inc(timings.transfer * 1e6)
+            self.nv_infer_us.labels(model, version).inc(timings.compute * 1e6)
+        if status == 200:
+            self.nv_success.labels(model, version).inc()
+            self.nv_count.labels(model, version).inc(batch)
+            self.nv_exec.labels(model, version).inc()
+        else:
+            self.nv_failure.labels(model, version, reason or str(status)).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

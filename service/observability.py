@@ -1,0 +1,125 @@
+"""JSON logs carrying a request id, the request-id middleware, and bearer-key auth."""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.errors import UnauthorizedError
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+_STD_ATTRS = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime", "color_message"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, request id, extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": request_id_var.get(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STD_ATTRS and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    """JSON lines on stderr for the service's and uvicorn's loggers."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = []
+        lg.propagate = True
+    # Our access log replaces uvicorn's (it carries the request id and the duration).
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+class RequestContextMiddleware:
+    """Honour or create `X-Request-ID`, echo it, and write one access-log line per request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.log = logging.getLogger("dmlserve.access")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = ""
+        for key, value in scope["headers"]:
+            if key == b"x-request-id":
+                rid = value.decode("latin-1").strip()
+        if not _VALID_ID.match(rid):
+            rid = uuid.uuid4().hex
+        token = request_id_var.set(rid)
+        start = time.perf_counter()
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [(k, v) for k, v in message.get("headers", []) if k != b"x-request-id"]
+                headers.append((b"x-request-id", rid.encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            self.log.info(
+                "request",
+                extra={
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": status or 500,
+                    "duration_ms": round((time.perf_counter() - start) * 1e3, 3),
+                },
+            )
+            request_id_var.reset(token)
+
+
+def _check_key(request: Request) -> None:
+    keys: tuple[str, ...] = request.app.state.dmlserve.settings.api_keys
+    if not keys:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        raise UnauthorizedError()
+    given_b = given.strip().encode()
+    # Compare against every key (no early exit) in constant time per key.
+    ok = False
+    for key in keys:
+        ok |= hmac.compare_digest(given_b, key.encode())
+    if not ok:
+        raise UnauthorizedError()
+
+
+RequireKey = Annotated[None, Depends(_check_key)]
+"""Add as a router dependency: 401 unless auth is off or a configured key is presented."""
+
+require_key = Depends(_check_key)

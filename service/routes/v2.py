@@ -1,0 +1,106 @@
+"""KServe v2 / Open Inference Protocol: health, server and model metadata, inference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from service import __version__
+from service.errors import NotFoundError, UnavailableError
+from service.kserve import (
+    EXTENSIONS,
+    VERSION,
+    decode_infer_inputs,
+    infer_response,
+    model_metadata,
+    wants_binary,
+)
+from service.limits import read_body
+from service.observability import require_key
+from service.registry import RegisteredOperator
+from service.runtime import Observation, StateDep, bind, compute
+from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata, V2Error
+from service.wire import json_response, parse_json, validate
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": V2Error} for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
+}
+
+health = APIRouter(prefix="/v2/health", tags=["v2"])
+router = APIRouter(prefix="/v2", tags=["v2"], responses=ERRORS, dependencies=[require_key])
+
+
+@health.get("/live", summary="Liveness")
+async def live() -> Response:
+    return json_response({"live": True})
+
+
+@health.get("/ready", summary="Readiness: true once the backend is warm", responses=ERRORS)
+async def ready(state: StateDep) -> Response:
+    state.require_ready()
+    return json_response({"ready": True})
+
+
+@router.get("", response_model=ServerMetadata, summary="Server metadata")
+async def server_metadata() -> Response:
+    return json_response({"name": "dmlserve", "version": __version__, "extensions": EXTENSIONS})
+
+
+def _model(state: StateDep, name: str, version: str | None) -> RegisteredOperator:
+    reg = state.registry.get(name)
+    if version is not None and version != VERSION:
+        raise NotFoundError(f"model {name!r} has no version {version!r}; its version is {VERSION}")
+    return reg
+
+
+@router.get("/models/{name}", response_model=ModelMetadata, summary="Model metadata")
+@router.get(
+    "/models/{name}/versions/{version}", response_model=ModelMetadata, include_in_schema=False
+)
+async def metadata(state: StateDep, name: str, version: str | None = None) -> Response:
+    return json_response(model_metadata(_model(state, name, version)))
+
+
+@router.get("/models/{name}/ready", summary="Model readiness")
+@router.get("/models/{name}/versions/{version}/ready", include_in_schema=False)
+async def model_ready(state: StateDep, name: str, version: str | None = None) -> Response:
+    _model(state, name, version)
+    if not state.ready:
+        raise UnavailableError("the service is starting up", state.settings.retry_after_s)
+    return json_response({"name": name, "ready": True})
+
+
+@router.post(
+    "/models/{name}/infer",
+    response_model=InferResponse,
+    summary="Inference (JSON or binary tensor data)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/InferRequest"}},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            },
+        }
+    },
+)
+@router.post("/models/{name}/versions/{version}/infer", include_in_schema=False)
+async def infer(
+    state: StateDep, name: str, request: Request, version: str | None = None
+) -> Response:
+    reg = _model(state, name, version)
+    body = await read_body(request, state.settings.max_request_bytes)
+    with Observation(state, body.received_bytes) as obs:
+        obs.operator, obs.model = reg.type, reg.name
+        req = validate(InferRequest, await parse_json(body.json))
+        binary = wants_binary(req)
+        inputs = decode_infer_inputs(req, body, reg.operator, state.settings.max_tensor_bytes)
+        op = bind(reg.operator, inputs)
+        outcome = await compute(state, op, inputs)
+        response, nbytes = infer_response(
+            reg.name, req.id, {"OutputTensor": outcome.output}, binary
+        )
+        obs.finished(outcome, nbytes)
+        return response

@@ -1,0 +1,204 @@
+"""The long-lived pieces of one app and the request pipeline that uses them.
+
+`ServiceState` is built by `create_app` and started by the lifespan (backend choice, warm-up);
+routes receive it through the `StateDep` dependency.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import anyio
+import anyio.to_thread
+import numpy as np
+from fastapi import Depends, Request
+
+import kernels
+from kernels import DescriptorError, LimitExceededError, OperatorBase
+from service.encoding import HostTensor
+from service.errors import (
+    PayloadTooLargeError,
+    ServiceError,
+    UnavailableError,
+    UnprocessableError,
+)
+from service.executor import Backend, ComputeLimiter, Timings, t_desc
+from service.metrics import Metrics
+from service.registry import OperatorRegistry
+from service.settings import Settings
+
+logger = logging.getLogger("dmlserve")
+
+
+@dataclass
+class ServiceState:
+    """Everything the routes share; one per app, no module globals."""
+
+    settings: Settings
+    metrics: Metrics = field(default_factory=Metrics)
+    registry: OperatorRegistry = field(default_factory=OperatorRegistry)
+    limiter: ComputeLimiter = field(init=False)
+    backend: Backend | None = None
+    ready: bool = False
+    _start_lock: anyio.Lock | None = None
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.limiter = ComputeLimiter(s.max_concurrency, s.max_queue, s.retry_after_s)
+        self.metrics.bind_gauges(
+            lambda: self.limiter.waiting,
+            lambda: self.backend.memory_in_use() if self.backend else None,
+        )
+
+    async def start(self) -> None:
+        """Choose the backend and warm every operator up; then the service is ready."""
+        s = self.settings
+        name = kernels.select_backend(s.backend)  # raises if an explicit backend cannot run
+        if s.backend == "auto":
+            logger.info("backend auto-selected", extra={"backend": name})
+        else:
+            logger.info("backend selected", extra={"backend": name})
+        if name == "cupy" and s.cupy_cache_dir:
+            logger.info("CuPy kernel cache", extra={"path": s.cupy_cache_dir})
+        backend = Backend(name, device=s.device, retry_after_s=s.retry_after_s)
+        if s.warmup:
+            t0 = time.perf_counter()
+            await anyio.to_thread.run_sync(backend.warm_up)
+            logger.info("warm-up done", extra={"seconds": round(time.perf_counter() - t0, 3)})
+        self.backend = backend
+        self.ready = True
+
+    def require_ready(self) -> Backend:
+        if not self.ready or self.backend is None:
+            raise UnavailableError("the service is starting up", self.settings.retry_after_s)
+        return self.backend
+
+
+def get_state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.dmlserve
+    return state
+
+
+StateDep = Annotated[ServiceState, Depends(get_state)]
+
+
+@dataclass
+class Outcome:
+    """A computed output with what produced it."""
+
+    operator: OperatorBase  # resolved against the actual inputs
+    output: np.ndarray
+    timings: Timings
+
+
+def bind(
+    op: Any, inputs: Mapping[str, HostTensor], loc: tuple[str | int, ...] = ()
+) -> OperatorBase:
+    """Resolve a descriptor (dict or model) against the request's tensors: 422 on a rule."""
+    descs = {name: t_desc(t) for name, t in inputs.items()}
+    try:
+        return kernels.resolve(op, descs)
+    except DescriptorError as exc:
+        raise as_unprocessable(exc, loc) from None
+
+
+def as_unprocessable(exc: DescriptorError, loc: tuple[str | int, ...] = ()) -> UnprocessableError:
+    items = [{"loc": [*loc, *e["loc"]], "msg": e["msg"]} for e in exc.errors]
+    return UnprocessableError(str(exc.prefixed(*loc)) if loc else str(exc), errors=items)
+
+
+async def compute(
+    state: ServiceState, op: OperatorBase, inputs: Mapping[str, HostTensor]
+) -> Outcome:
+    """Run a resolved operator under the limiter, with every limit checked before allocating."""
+    backend = state.require_ready()
+    s = state.settings
+    out_desc = op.output_tensor
+    assert out_desc is not None
+    if out_desc.nbytes > s.max_output_bytes:
+        raise PayloadTooLargeError(
+            "max_output_bytes", s.max_output_bytes, out_desc.nbytes, "OutputTensor"
+        )
+    timings = Timings()
+
+    def work() -> np.ndarray:
+        try:
+            return backend.run(op, inputs, timings)
+        except LimitExceededError as exc:
+            raise PayloadTooLargeError(
+                exc.limit_name, exc.limit, exc.actual, "OutputTensor"
+            ) from None
+        except DescriptorError as exc:
+            raise as_unprocessable(exc) from None
+
+    output = await state.limiter.run(work, s.request_timeout_s, timings)
+    return Outcome(op, output, timings)
+
+
+async def warm_registered(state: ServiceState, op: OperatorBase) -> None:
+    """Run a newly registered operator once on zeros (batch 1), compiling its kernels."""
+    state.require_ready()
+    descs = op.tensor_descs()
+    inputs: dict[str, HostTensor] = {}
+    for name, desc in descs.items():
+        if name == "OutputTensor":
+            continue
+        sizes = (1, *desc.sizes[1:]) if desc.has_wildcard_batch else desc.sizes
+        dt = desc.data_type
+        inputs[name] = HostTensor(dt, sizes, None, np.zeros(math.prod(sizes), dt.numpy))
+    bound = bind(op, inputs)
+    assert bound.output_tensor is not None
+    budget = state.settings.max_output_bytes
+    if bound.output_tensor.nbytes > budget or sum(t.nbytes for t in inputs.values()) > budget:
+        logger.info("warm-up skipped: operator too large", extra={"operator": str(op.type)})
+        return
+    await compute(state, bound, inputs)
+
+
+def error_status(exc: BaseException) -> int:
+    return exc.status if isinstance(exc, ServiceError) else 500
+
+
+class Observation:
+    """Records one operator request in the metrics, whatever way it ends."""
+
+    def __init__(self, state: ServiceState, bytes_in: int = 0) -> None:
+        self.metrics = state.metrics
+        self.operator = "unknown"
+        self.model = ""
+        self.bytes_in = bytes_in
+        self.bytes_out = 0
+        self.batch = 0
+        self.timings: Timings | None = None
+
+    def __enter__(self) -> Observation:
+        self.start = time.perf_counter()
+        self.metrics.in_flight.inc()
+        return self
+
+    def finished(self, outcome: Outcome, bytes_out: int) -> None:
+        self.timings = outcome.timings
+        self.bytes_out = bytes_out
+        out = outcome.operator.output_tensor
+        self.batch = out.sizes[0] if out is not None else 1
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.metrics.in_flight.dec()
+        status = 200 if exc is None else error_status(exc)
+        reason = exc.code if isinstance(exc, ServiceError) else ("" if exc is None else "internal")
+        self.metrics.observe(
+            operator=self.operator,
+            model=self.model or self.operator,
+            status=status,
+            seconds=time.perf_counter() - self.start,
+            timings=self.timings if status == 200 else None,
+            batch=self.batch,
+            bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+            reason=reason,
+        )

@@ -1,0 +1,147 @@
+"""Request and response envelopes of `/v1` and `/v2` (validation and the OpenAPI document).
+
+The operator descriptor itself is validated by `kernels` (one schema, shared with the SDK);
+here it is an opaque JSON object. Tensor payloads (`data`) stay untyped so that large arrays
+are not walked element by element by the validator; NumPy checks them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernels.dtypes import DataType
+
+OutputEncoding = Literal["json", "b64", "binary"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BinaryParameters(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    binary_data_size: int | None = Field(None, ge=0)
+
+
+class WireTensor(_Strict):
+    """A tensor value: DataType, Sizes, optional element Strides, and exactly one payload."""
+
+    data_type: str = Field(
+        alias="DataType", json_schema_extra={"enum": [d.value for d in DataType]}
+    )
+    sizes: list[int] = Field(alias="Sizes", max_length=8)
+    strides: list[int] | None = Field(None, alias="Strides", max_length=8)
+    data: Any = Field(None, description="flat row-major JSON array of numbers")
+    b64: str | None = Field(None, description="base64 of the raw little-endian bytes")
+    parameters: BinaryParameters | None = Field(
+        None, description="{binary_data_size: n}: the bytes follow the JSON in a binary body"
+    )
+
+
+class ExecuteRequest(_Strict):
+    operator: dict[str, Any] = Field(description="operator descriptor, DirectML field names")
+    inputs: dict[str, WireTensor]
+    output_encoding: OutputEncoding | None = None
+
+
+class OperatorExecuteRequest(_Strict):
+    inputs: dict[str, WireTensor]
+    output_encoding: OutputEncoding | None = None
+
+
+class ExecuteResponse(BaseModel):
+    outputs: dict[str, WireTensor]
+    backend: Literal["cupy", "numpy"]
+
+
+class RegisterRequest(_Strict):
+    name: str | None = Field(None, description="optional; generated from the descriptor if absent")
+    operator: dict[str, Any]
+
+
+class RegisteredResponse(BaseModel):
+    name: str
+    operator: dict[str, Any]
+
+
+class OperatorList(BaseModel):
+    operators: list[RegisteredResponse]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]]
+
+
+# --- KServe v2 -------------------------------------------------------------------------------
+
+
+class _Open(BaseModel):
+    # KServe clients may send parameters this server does not use; ignore them.
+    model_config = ConfigDict(extra="ignore")
+
+
+class InferInput(_Open):
+    name: str
+    shape: list[int] = Field(max_length=8)
+    datatype: str
+    parameters: dict[str, Any] | None = None
+    data: Any = None
+
+
+class InferRequestedOutput(_Open):
+    name: str
+    parameters: dict[str, Any] | None = None
+
+
+class InferRequest(_Open):
+    id: str | None = None
+    parameters: dict[str, Any] | None = None
+    inputs: list[InferInput]
+    outputs: list[InferRequestedOutput] | None = None
+
+
+class InferOutput(BaseModel):
+    name: str
+    datatype: str
+    shape: list[int]
+    parameters: dict[str, Any] | None = None
+    data: list[Any] | None = None
+
+
+class InferResponse(BaseModel):
+    model_name: str
+    model_version: str
+    id: str | None = None
+    outputs: list[InferOutput]
+
+
+class TensorMetadata(BaseModel):
+    name: str
+    datatype: str
+    shape: list[int]
+
+
+class ModelMetadata(BaseModel):
+    name: str
+    versions: list[str]
+    platform: str
+    inputs: list[TensorMetadata]
+    outputs: list[TensorMetadata]
+
+
+class ServerMetadata(BaseModel):
+    name: str
+    version: str
+    extensions: list[str]
+
+
+class V2Error(BaseModel):
+    error: str

@@ -1,0 +1,63 @@
+"""Service configuration: one `Settings` class, environment variables prefixed `DMLSERVE_`."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+BackendName = Literal["auto", "cupy", "numpy"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class Settings(BaseSettings):
+    """Everything an operator of the service can tune; `dmlserve serve` mirrors each field."""
+
+    model_config = SettingsConfigDict(env_prefix="DMLSERVE_", frozen=True, extra="ignore")
+
+    backend: BackendName = Field("auto", description="auto picks CuPy when a CUDA device answers")
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port to listen on")
+    device: int = Field(0, ge=0, description="CUDA device ordinal (cupy backend)")
+    api_keys: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="comma-separated bearer keys; empty disables auth"
+    )
+    max_request_bytes: int = Field(64 * MIB, ge=1, description="request body limit, decoded")
+    max_tensor_bytes: int = Field(GIB, ge=1, description="limit on one input tensor's bytes")
+    max_output_bytes: int = Field(GIB, ge=1, description="limit on one output tensor's bytes")
+    max_concurrency: int = Field(2, ge=1, description="operators computing at once")
+    max_queue: int = Field(64, ge=0, description="requests waiting for a compute slot")
+    request_timeout_s: float = Field(60.0, gt=0, description="per-request time limit (504)")
+    retry_after_s: int = Field(1, ge=0, description="Retry-After on 429 and 503")
+    log_level: LogLevel = Field("info", description="log level of the JSON logs")
+    cupy_cache_dir: str | None = Field(None, description="CuPy kernel cache (CUPY_CACHE_DIR)")
+    warmup: bool = Field(True, description="run every operator once at start-up")
+    shutdown_timeout_s: float = Field(30.0, gt=0, description="grace period for in-flight work")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(k.strip() for k in value.split(",") if k.strip())
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    def __repr_args__(self):  # type: ignore[no-untyped-def]
+        # Keys never reach a log line or a traceback.
+        for name, value in super().__repr_args__():
+            yield name, ("***" if name == "api_keys" and value else value)
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The settings read from the environment (once per process)."""
+    return Settings()
