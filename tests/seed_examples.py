@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels.dtypes import DataType
+
 IMAGE_5X5 = np.arange(25).reshape(1, 1, 5, 5)
 
 UNFOLD_1 = [
@@ -111,6 +113,27 @@ class SeedExample:
     operator: dict[str, Any]
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     expected: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def holds(self, data_type: str) -> bool:
+        """Whether every value of the example fits `data_type` exactly."""
+        info = DataType(data_type).numpy
+        values = [self.expected, *self.inputs.values()]
+        return all(np.array_equal(v.astype(info).astype(np.float64), v) for v in values)
+
+    def as_type(self, data_type: str) -> SeedExample:
+        """The same example with every tensor in `data_type`."""
+        dtype = DataType(data_type).numpy
+        operator = {
+            key: {**value, "DataType": data_type} if key.endswith("Tensor") else value
+            for key, value in self.operator.items()
+        }
+        inputs = {name: a.astype(dtype) for name, a in self.inputs.items()}
+        return SeedExample(self.name, operator, inputs, self.expected.astype(dtype))
+
+
+def typed_examples() -> list[tuple[SeedExample, str]]:
+    """Every (example, data type) pair whose values the type holds exactly."""
+    return [(ex, dt.value) for ex in SEED_EXAMPLES for dt in DataType if ex.holds(dt.value)]
 
 
 def _f32(values: Any) -> np.ndarray:
