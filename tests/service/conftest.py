@@ -1,0 +1,118 @@
+"""Fixtures: the app in process (with its lifespan) and real servers in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from service import Settings, create_app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client bound to a started app (lifespan run), NumPy backend unless told."""
+    settings.setdefault("backend", "numpy")
+    app = create_app(Settings(**settings))
+    async with LifespanManager(app) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://dmlserve") as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with app_client() as c:
+        yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """`python -m service.cli serve ...` on a free port, ready when `/v2/health/ready` is."""
+
+    def __init__(self, *flags: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="dmlserve-", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--backend", "numpy",
+               "--host", "127.0.0.1", "--port", str(self.port), *flags]  # fmt: skip
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        self.proc = subprocess.Popen(
+            cmd, cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.logs()}")
+            try:
+                if httpx.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server not ready in {timeout} s:\n{self.logs()}")
+
+    def logs(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self) -> int:
+        self.terminate()
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+        finally:
+            self.log.close()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[ServerProcess]:
+    """One real server for the HTTP tests of the whole session."""
+    srv = ServerProcess()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        Path(srv.log.name).unlink(missing_ok=True)
+
+
+@pytest.fixture(params=["asgi", "http"])
+async def any_client(
+    request: pytest.FixtureRequest, server: ServerProcess
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The same tests in process and over real HTTP against a uvicorn subprocess."""
+    if request.param == "asgi":
+        async with app_client() as c:
+            yield c
+    else:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
+            yield c
