@@ -28,6 +28,7 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d*)?")
 class SeedExample:
     id: str
     operator: dict[str, Any]
+    data_type: str
     input_sizes: list[int]
     input_values: list[float]
     output_sizes: list[int]
@@ -75,7 +76,8 @@ def _parse_block(op_type: str, block: str, ident: str) -> SeedExample:
         tensors["OutputTensor"],
     )
     operator["OutputTensor"] = {"DataType": out_type, "Sizes": out_sizes}
-    return SeedExample(ident, operator, in_sizes, in_values, out_sizes, out_values)
+    assert in_type == out_type
+    return SeedExample(ident, operator, in_type, in_sizes, in_values, out_sizes, out_values)
 
 
 def seed_examples() -> list[SeedExample]:
