@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -78,7 +79,7 @@ class APIStatusError(APIError):
     `/v1` errors are RFC 9457 problem+json: `title`, `detail` and `errors` (a list of
     `{"loc": [...], "msg": ...}`) come from it; `/v2` errors carry only `{"error": ...}`,
     which becomes `detail`. `code` is the body's `code` when given, else the last segment
-    of its `type` URI. `request_id` is the `X-Request-ID` the service answered with (or the
+    of its `type` URI or URN. `request_id` is the `X-Request-ID` the service answered with (or the
     one this client sent).
     """
 
@@ -198,4 +199,5 @@ def _str_or_none(value: object) -> str | None:
 def _code_from_type(type_uri: object) -> str | None:
     if not isinstance(type_uri, str) or type_uri in ("", "about:blank"):
         return None
-    return type_uri.rstrip("/").rsplit("/", 1)[-1].rsplit("#", 1)[-1] or None
+    # The last segment of a URL (`.../problems/not_found`) or a URN (`urn:x:problem:not_found`).
+    return re.split(r"[/#:]", type_uri.rstrip("/#:"))[-1] or None

@@ -70,6 +70,8 @@ def test_explicit_code_wins_and_request_id_falls_back_to_the_sent_one() -> None:
     err = make_status_error(_response(429, json={"code": "queue_full", "type": "about:blank"}))
     assert err.code == "queue_full" and err.request_id == "sent"
     assert make_status_error(_response(429, json={"type": "about:blank"})).code is None
+    urn = make_status_error(_response(404, json={"type": "urn:dmlserve:problem:not_found"}))
+    assert urn.code == "not_found"
 
 
 def test_v2_error_shape_becomes_detail() -> None:
