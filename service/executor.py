@@ -84,7 +84,10 @@ class ComputeLimiter:
         try:
             return fn()
         finally:
-            anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
+            try:
+                anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
+            except RuntimeError:
+                pass  # the event loop is gone (shutdown): nothing is left to release
 
 
 @dataclass

@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from kernels import DescriptorError
 from service.limits import read_body
+from service.observability import require_key
 from service.registry import check_name, resolve_for_registration
 from service.runtime import Observation, StateDep, as_unprocessable, bind, compute, warm_registered
 from service.schemas import (
@@ -45,7 +46,7 @@ def _body_doc(model: type) -> dict[str, Any]:
     }
 
 
-router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS)
+router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, dependencies=[require_key])
 
 
 @router.post(
