@@ -11,9 +11,11 @@ import httpx
 
 from kernels import PaddingMode
 
-from ._base import ArrayLike, BaseClient, Dims, RequestSpec
+from . import _helpers
+from ._base import BaseClient, OperatorLike, RequestSpec
 from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ._framing import Encoding, NDArray
+from ._helpers import ArrayLike, Dims
 
 __all__ = ["Client", "RegisteredOperator"]
 
@@ -94,7 +96,7 @@ class Client(BaseClient[httpx.Client]):
 
     def execute(
         self,
-        operator: Mapping[str, Any] | Any,
+        operator: OperatorLike,
         inputs: Mapping[str, ArrayLike],
         *,
         encoding: Encoding | None = None,
@@ -117,7 +119,7 @@ class Client(BaseClient[httpx.Client]):
         end_padding: Dims | None = None,
     ) -> NDArray:
         """FOLD (col2im): sum the columns of `x` (N, C*prod(K), L) into (N, C, *output_size)."""
-        op, inputs = self._fold_call(
+        op, inputs = _helpers.fold_call(
             x, output_size, window_sizes, strides, dilations, start_padding, end_padding
         )
         return self.execute(op, inputs)["OutputTensor"]
@@ -132,7 +134,7 @@ class Client(BaseClient[httpx.Client]):
         end_padding: Dims | None = None,
     ) -> NDArray:
         """UNFOLD (im2col): sliding blocks of `x` (N, C, *S) as columns (N, C*prod(K), L)."""
-        op, inputs = self._unfold_call(
+        op, inputs = _helpers.unfold_call(
             x, window_sizes, strides, dilations, start_padding, end_padding
         )
         return self.execute(op, inputs)["OutputTensor"]
@@ -146,7 +148,7 @@ class Client(BaseClient[httpx.Client]):
         value: float = 0,
     ) -> NDArray:
         """PADDING over every dimension; `value` (CONSTANT) is exact in `x`'s own type."""
-        op, inputs = self._padding_call(x, start_padding, end_padding, mode, value)
+        op, inputs = _helpers.padding_call(x, start_padding, end_padding, mode, value)
         return self.execute(op, inputs)["OutputTensor"]
 
     def average_pooling(
@@ -160,7 +162,7 @@ class Client(BaseClient[httpx.Client]):
         include_padding: bool = False,
     ) -> NDArray:
         """AVERAGE_POOLING (with AVERAGE_POOLING1's Dilations) of `x` (N, C, *S), float16/32."""
-        op, inputs = self._average_pooling_call(
+        op, inputs = _helpers.average_pooling_call(
             x, window_size, strides, dilations, start_padding, end_padding, include_padding
         )
         return self.execute(op, inputs)["OutputTensor"]
@@ -181,7 +183,7 @@ class Client(BaseClient[httpx.Client]):
 
         A zero point may be a number (per tensor) or, for `w`, one value per output channel.
         """
-        op, inputs = self._convolution_integer_call(
+        op, inputs = _helpers.convolution_integer_call(
             x,
             w,
             x_zero_point,
@@ -196,9 +198,7 @@ class Client(BaseClient[httpx.Client]):
 
     # ---- registry ------------------------------------------------------------------------
 
-    def register(
-        self, operator: Mapping[str, Any] | Any, name: str | None = None
-    ) -> RegisteredOperator:
+    def register(self, operator: OperatorLike, name: str | None = None) -> RegisteredOperator:
         """Register (validate, resolve, compile once) an operator; returns its handle.
 
         Registering the same descriptor again returns the same name.
