@@ -1,0 +1,172 @@
+// AVERAGE_POOLING / AVERAGE_POOLING1: (N, C, D, H, W) -> pooled, FLOAT32 or FLOAT16 (sums in
+// float32), with strides, dilations, asymmetric padding and both IncludePadding rules. The
+// launcher maps 1-D and 2-D pooling onto this 3-D form with unit axes.
+//
+// pool_tiled: one CTA per output tile of one (n, c) plane. It reads the input tile plus its
+// halo into shared memory once (zeros in the padding), sums along W into a second buffer,
+// then each output sums KD*KH of those partial rows: the separable box sum, so every input
+// element is read from global memory once per tile instead of once per tap.
+// pool_direct: one thread per output, the fallback for windows too large for a tile.
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+namespace dml {
+
+// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+struct PoolParams {
+    long long x_stride_n;     // element strides of the input (0 = broadcast)
+    long long x_stride_c;
+    long long x_stride[3];    // D, H, W
+    long long total;          // CTAs (tiled) or outputs (direct)
+    int size[3];              // input D, H, W
+    int out[3];               // output D, H, W
+    int window[3];
+    int stride[3];
+    int dilation[3];
+    int pad_lo[3];
+    int tile[3];              // output tile TD, TH, TW
+    int in_tile[3];           // input tile ID, IH, IW
+    FastDivmod tiles_div[3];  // division by the tile counts per dim
+    FastDivmod out_div[3];    // division by out[d] (direct kernel)
+    FastDivmod in_w_div;      // division by IW
+    FastDivmod in_h_div;      // division by IH
+    FastDivmod tile_w_div;    // division by TW
+    FastDivmod tile_h_div;    // division by TH
+    FastDivmod channel_div;   // division by C
+    int include_padding;
+    float taps;               // prod(window), the IncludePadding divisor
+};
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+// Taps of a window starting at o*stride - pad that fall inside [0, size) (IncludePadding false).
+__device__ __forceinline__ int valid_taps(int o, int stride, int pad, int dilation, int window, int size) {
+    const int start = o * stride - pad;
+    const int first = start >= 0 ? 0 : (dilation - 1 - start) / dilation;
+    const int end = size > start ? imin(window, (size - start + dilation - 1) / dilation) : 0;
+    return imax(end - first, 0);
+}
+
+__device__ __forceinline__ float divisor(const PoolParams& p, int od, int oh, int ow) {
+    if (p.include_padding) return p.taps;
+    return (float)(valid_taps(od, p.stride[0], p.pad_lo[0], p.dilation[0], p.window[0], p.size[0]) *
+                   valid_taps(oh, p.stride[1], p.pad_lo[1], p.dilation[1], p.window[1], p.size[1]) *
+                   valid_taps(ow, p.stride[2], p.pad_lo[2], p.dilation[2], p.window[2], p.size[2]));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
+    extern __shared__ float smem[];
+    const int TD = p.tile[0], TH = p.tile[1], TW = p.tile[2];
+    const int ID = p.in_tile[0], IH = p.in_tile[1], IW = p.in_tile[2];
+    float* in_tile = smem;                      // [ID][IH][IW]
+    float* row_sums = smem + ID * IH * IW;      // [ID][IH][TW]
+
+    // CTA -> (plane, tile d, tile h, tile w).
+    unsigned rest = blockIdx.x;
+    unsigned tz, ty, tx, q;
+    q = fast_div(rest, p.tiles_div[2]); tx = rest - q * p.tiles_div[2].d; rest = q;
+    q = fast_div(rest, p.tiles_div[1]); ty = rest - q * p.tiles_div[1].d; rest = q;
+    q = fast_div(rest, p.tiles_div[0]); tz = rest - q * p.tiles_div[0].d; rest = q;
+    const unsigned n = fast_div(rest, p.channel_div);
+    const unsigned c = rest - n * p.channel_div.d;
+    const T* plane = x + ((long long)n * p.x_stride_n + (long long)c * p.x_stride_c);
+
+    const int od0 = (int)tz * TD, oh0 = (int)ty * TH, ow0 = (int)tx * TW;
+    const int z0 = od0 * p.stride[0] - p.pad_lo[0];
+    const int y0 = oh0 * p.stride[1] - p.pad_lo[1];
+    const int x0 = ow0 * p.stride[2] - p.pad_lo[2];
+
+    // 1. Input tile + halo -> shared memory (zeros in the padding), consecutive threads
+    //    on consecutive W positions.
+    const int in_count = ID * IH * IW;
+    for (int i = threadIdx.x; i < in_count; i += blockDim.x) {
+        const unsigned r = fast_div((unsigned)i, p.in_w_div);
+        const int ix = i - (int)(r * (unsigned)IW);
+        const unsigned iz = fast_div(r, p.in_h_div);
+        const int iy = (int)r - (int)(iz * (unsigned)IH);
+        const int gz = z0 + (int)iz, gy = y0 + iy, gx = x0 + ix;
+        float v = 0.0f;
+        if ((unsigned)gz < (unsigned)p.size[0] && (unsigned)gy < (unsigned)p.size[1] &&
+            (unsigned)gx < (unsigned)p.size[2]) {
+            v = to_float(plane[(long long)gz * p.x_stride[0] + (long long)gy * p.x_stride[1] +
+                               (long long)gx * p.x_stride[2]]);
+        }
+        in_tile[i] = v;
+    }
+    __syncthreads();
+
+    // 2. Sums along W for every input row of the tile.
+    const int KW = p.window[2], SW = p.stride[2], DW = p.dilation[2];
+    const int rows_count = ID * IH * TW;
+    for (int i = threadIdx.x; i < rows_count; i += blockDim.x) {
+        const unsigned r = fast_div((unsigned)i, p.tile_w_div);
+        const int ow = i - (int)(r * (unsigned)TW);
+        const float* src = in_tile + r * IW + ow * SW;
+        float s = 0.0f;
+        for (int k = 0; k < KW; ++k) s += src[k * DW];
+        row_sums[i] = s;
+    }
+    __syncthreads();
+
+    // 3. Sums over D and H of the row sums, divided, written along W.
+    const int KD = p.window[0], SD = p.stride[0], DD = p.dilation[0];
+    const int KH = p.window[1], SH = p.stride[1], DH = p.dilation[1];
+    const int out_count = TD * TH * TW;
+    T* out_plane = y + (long long)(rest) * ((long long)p.out[0] * p.out[1] * p.out[2]);
+    for (int i = threadIdx.x; i < out_count; i += blockDim.x) {
+        const unsigned r = fast_div((unsigned)i, p.tile_w_div);
+        const int ow = i - (int)(r * (unsigned)TW);
+        const unsigned od = fast_div(r, p.tile_h_div);
+        const int oh = (int)r - (int)(od * (unsigned)TH);
+        const int gd = od0 + (int)od, gh = oh0 + oh, gw = ow0 + ow;
+        if (gd >= p.out[0] || gh >= p.out[1] || gw >= p.out[2]) continue;
+        float s = 0.0f;
+        for (int kd = 0; kd < KD; ++kd) {
+            const float* src = row_sums + (((int)od * SD + kd * DD) * IH + oh * SH) * TW + ow;
+            for (int kh = 0; kh < KH; ++kh) s += src[kh * DH * TW];
+        }
+        out_plane[((long long)gd * p.out[1] + gh) * p.out[2] + gw] = from_float<T>(s / divisor(p, gd, gh, gw));
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) pool_direct(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.total) return;
+    long long rest = t;
+    const int ow = (int)(rest % p.out[2]); rest /= p.out[2];
+    const int oh = (int)(rest % p.out[1]); rest /= p.out[1];
+    const int od = (int)(rest % p.out[0]); rest /= p.out[0];
+    const long long n = rest / p.channel_div.d, c = rest % p.channel_div.d;
+    const T* plane = x + (n * p.x_stride_n + c * p.x_stride_c);
+    float s = 0.0f;
+    for (int kd = 0; kd < p.window[0]; ++kd) {
+        const int z = od * p.stride[0] - p.pad_lo[0] + kd * p.dilation[0];
+        if ((unsigned)z >= (unsigned)p.size[0]) continue;
+        for (int kh = 0; kh < p.window[1]; ++kh) {
+            const int yy = oh * p.stride[1] - p.pad_lo[1] + kh * p.dilation[1];
+            if ((unsigned)yy >= (unsigned)p.size[1]) continue;
+            const T* src = plane + (long long)z * p.x_stride[0] + (long long)yy * p.x_stride[1];
+            for (int kw = 0; kw < p.window[2]; ++kw) {
+                const int xx = ow * p.stride[2] - p.pad_lo[2] + kw * p.dilation[2];
+                if ((unsigned)xx < (unsigned)p.size[2]) s += to_float(src[(long long)xx * p.x_stride[2]]);
+            }
+        }
+    }
+    y[t] = from_float<T>(s / divisor(p, od, oh, ow));
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+template __global__ void dml::pool_tiled<float>(const float*, float*, const dml::PoolParams);
+template __global__ void dml::pool_tiled<__half>(const __half*, __half*, const dml::PoolParams);
+template __global__ void dml::pool_direct<float>(const float*, float*, const dml::PoolParams);
+template __global__ void dml::pool_direct<__half>(const __half*, __half*, const dml::PoolParams);
+#endif

@@ -1,0 +1,108 @@
+// Shared device helpers for the dmlserve kernels: element types by size, fast unsigned
+// division by run-time constants, and 16-byte chunk stores at any alignment.
+//
+// Compiles under NVRTC (through CuPy) and nvcc alike: built-in types only, no <cstdint>.
+#pragma once
+
+namespace dml {
+
+// The unsigned integer type of an element of `BYTES` bytes. Pure data movement (padding,
+// unfold) dispatches on the element size, not the dtype: one instantiation moves every
+// dtype of that width bit-exactly.
+template <int BYTES> struct Bits;
+template <> struct Bits<1> { typedef unsigned char type; };
+template <> struct Bits<2> { typedef unsigned short type; };
+template <> struct Bits<4> { typedef unsigned int type; };
+template <> struct Bits<8> { typedef unsigned long long type; };
+
+// Division by a run-time constant d >= 1 as multiply-high + add + shift (Granlund-Montgomery,
+// as PyTorch's IntDivider<unsigned>). The host computes `mul` and `shift`; valid for
+// numerators below 2^31. 64-bit numerators fall back to the hardware sequence.
+struct FastDivmod {
+    unsigned d;
+    unsigned mul;
+    unsigned shift;
+};
+
+__device__ __forceinline__ unsigned fast_div(unsigned n, const FastDivmod& f) {
+    return (__umulhi(n, f.mul) + n) >> f.shift;
+}
+
+template <typename IDX>
+__device__ __forceinline__ IDX div_of(IDX n, const FastDivmod& f) {
+    return (IDX)fast_div((unsigned)n, f);
+}
+template <>
+__device__ __forceinline__ long long div_of<long long>(long long n, const FastDivmod& f) {
+    return (long long)((unsigned long long)n / f.d);
+}
+
+// q = n / d, r = n % d for 0 <= n (below 2^31 when IDX is 32-bit).
+template <typename IDX>
+__device__ __forceinline__ void divmod(IDX n, const FastDivmod& f, IDX& q, IDX& r) {
+    q = div_of<IDX>(n, f);
+    r = n - q * (IDX)f.d;
+}
+
+// 16 bytes of elements held in registers; a "chunk" is the unit of work of one thread in
+// the movement kernels (4 FLOAT32, 8 FLOAT16, 16 INT8, 2 INT64 ...).
+template <int BYTES> union Chunk {
+    typedef typename Bits<BYTES>::type T;
+    enum { N = 16 / BYTES };
+    uint4 v;
+    unsigned w[4];
+    T e[16 / BYTES];
+};
+
+// Store the first `count` elements of `c` at `dst` (element-aligned). A full chunk goes out
+// as one 16-byte store when `dst` is 16-byte aligned, else as the widest aligned pieces;
+// partial chunks go element by element. Every element in [0, count) is written once.
+template <int BYTES>
+__device__ __forceinline__ void store_chunk(typename Bits<BYTES>::type* dst, const Chunk<BYTES>& c,
+                                            int count) {
+    typedef typename Bits<BYTES>::type T;
+    const int n = Chunk<BYTES>::N;
+    if (count == n) {
+        const unsigned long long a = (unsigned long long)dst;
+        if ((a & 15) == 0) {
+            *reinterpret_cast<uint4*>(dst) = c.v;
+            return;
+        }
+        if ((a & 7) == 0) {
+            uint2* p = reinterpret_cast<uint2*>(dst);
+            p[0] = make_uint2(c.w[0], c.w[1]);
+            p[1] = make_uint2(c.w[2], c.w[3]);
+            return;
+        }
+        if ((a & 3) == 0) {
+            unsigned* p = reinterpret_cast<unsigned*>(dst);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) p[i] = c.w[i];
+            return;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+        if (i < count) dst[i] = c.e[i];
+    }
+}
+
+// Load 16 bytes starting at any byte address `src` whose 16 bytes all belong to the source
+// buffer, using only aligned 4-byte words that contain at least one of those bytes (so no
+// read leaves the buffer), then funnel-shift them into place.
+__device__ __forceinline__ uint4 load16_unaligned(const unsigned char* src) {
+    const unsigned long long a = (unsigned long long)src;
+    if ((a & 15) == 0) return __ldg(reinterpret_cast<const uint4*>(src));
+    const unsigned* base = reinterpret_cast<const unsigned*>(a & ~3ull);
+    const unsigned sh = (unsigned)(a & 3) * 8u;
+    unsigned w0 = __ldg(base), w1 = __ldg(base + 1), w2 = __ldg(base + 2), w3 = __ldg(base + 3);
+    if (sh == 0) return make_uint4(w0, w1, w2, w3);
+    const unsigned w4 = __ldg(base + 4);
+    return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh),
+                      __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
+}
+
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+}  // namespace dml

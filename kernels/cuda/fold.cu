@@ -1,0 +1,200 @@
+// FOLD (col2im, DML_FOLD_OPERATOR_DESC): (N, C*prod(K), BlockCount) -> (N, C, *S) for 1..6
+// spatial dims and all eleven dtypes, summing overlapping window taps.
+//
+// Gather form, no atomics: each thread owns a 16-byte chunk of one output row (innermost
+// spatial dim) and sums, for every element, exactly the (window offset, block) pairs that
+// land on it. Per dim those pairs are found without testing every window offset: with
+// g = gcd(stride, dilation), position r = p + pad is hit iff g | r, by offsets
+// k = k0, k0 + stride/g, ... (k0 from a modular inverse the host precomputes), whose blocks
+// step down by dilation/g. The summation order is fixed (window offsets row-major), so
+// results are bitwise deterministic. Integers wrap in their own width (unsigned arithmetic),
+// FLOAT16 accumulates in float32.
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+namespace dml {
+
+// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+struct FoldParams {
+    long long col_stride_n;      // element strides of the column tensor (0 = broadcast)
+    long long col_stride_r;
+    long long col_stride_l;
+    long long total_chunks;      // output rows * chunks_per_row
+    int size[6];                 // S
+    int window[6];               // K
+    int pad_lo[6];
+    int dilation[6];
+    int blocks[6];               // BlocksPerDimension
+    int k_step[6];               // stride / g
+    int b_step[6];               // dilation / g
+    int k_inverse[6];            // (dilation / g)^-1 mod (stride / g)
+    int tap_stride[6];           // weight of k[d] in the flattened window offset
+    int block_stride[6];         // weight of b[d] in the flattened block index
+    FastDivmod size_div[6];      // division by S[d]
+    FastDivmod stride_div[6];    // division by stride[d]
+    FastDivmod gcd_div[6];       // division by g
+    FastDivmod k_step_div[6];    // division by stride / g
+    FastDivmod chunk_div;        // division by chunks per output row
+    FastDivmod channel_div;      // division by C
+    int taps;                    // prod(K)
+    int unused;
+};
+
+template <typename T> struct Accumulate { typedef T type; };
+template <> struct Accumulate<__half> { typedef float type; };
+template <> struct Accumulate<signed char> { typedef unsigned type; };
+template <> struct Accumulate<unsigned char> { typedef unsigned type; };
+template <> struct Accumulate<short> { typedef unsigned type; };
+template <> struct Accumulate<unsigned short> { typedef unsigned type; };
+template <> struct Accumulate<int> { typedef unsigned type; };
+template <> struct Accumulate<long long> { typedef unsigned long long type; };
+
+template <typename A, typename T> __device__ __forceinline__ A widen(T v) { return (A)v; }
+template <> __device__ __forceinline__ float widen<float, __half>(__half v) { return __half2float(v); }
+template <typename T, typename A> __device__ __forceinline__ T narrow(A v) { return (T)v; }
+template <> __device__ __forceinline__ __half narrow<__half, float>(float v) { return __float2half_rn(v); }
+
+// The first window offset k (and its block b) that puts a tap on padded position r = p + pad
+// of dim d; false when none does. Later taps: k += k_step[d], b -= b_step[d] while
+// k < K and b >= 0 (taps with b >= blocks[d] are skipped by the caller).
+__device__ __forceinline__ bool first_tap(const FoldParams& p, int d, int r, int& k, int& b) {
+    const unsigned g = p.gcd_div[d].d;
+    unsigned rg = (unsigned)r;
+    if (g != 1) {
+        const unsigned q = fast_div(rg, p.gcd_div[d]);
+        if (rg != q * g) return false;
+        rg = q;
+    }
+    unsigned k0 = 0;
+    if (p.k_step[d] != 1) {
+        const unsigned m = rg - fast_div(rg, p.k_step_div[d]) * (unsigned)p.k_step[d];
+        k0 = p.k_inverse[d] == 1
+                 ? m
+                 : (unsigned)(((unsigned long long)m * (unsigned)p.k_inverse[d]) % (unsigned)p.k_step[d]);
+    }
+    const int rest = r - (int)k0 * p.dilation[d];
+    if ((int)k0 >= p.window[d] || rest < 0) return false;
+    k = (int)k0;
+    b = (int)fast_div((unsigned)rest, p.stride_div[d]);
+    return true;
+}
+
+template <typename T, int D, typename IDX>
+__global__ void __launch_bounds__(256)
+fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
+    typedef typename Accumulate<T>::type A;
+    const int V = 16 / (int)sizeof(T);
+    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
+    if (t >= (IDX)p.total_chunks) return;
+
+    IDX row, chunk;
+    divmod<IDX>(t, p.chunk_div, row, chunk);
+    const int width = p.size[D - 1];
+    const int c0 = (int)chunk * V;
+    const int count = imin(V, width - c0);
+
+    // Output row -> outer spatial coordinates, channel and batch.
+    int po[D > 1 ? D - 1 : 1];
+    IDX rest = row;
+#pragma unroll
+    for (int d = D - 2; d >= 0; --d) {
+        IDX q, o;
+        divmod<IDX>(rest, p.size_div[d], q, o);
+        po[d] = (int)o;
+        rest = q;
+    }
+    IDX n, c;
+    divmod<IDX>(rest, p.channel_div, n, c);
+    const IDX base = n * (IDX)p.col_stride_n + (c * (IDX)p.taps) * (IDX)p.col_stride_r;
+
+    // First inner-dim tap of each element of the chunk.
+    int k_in[V], b_in[V];
+    bool any_in[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        any_in[i] = i < count && first_tap(p, D - 1, c0 + i + p.pad_lo[D - 1], k_in[i], b_in[i]);
+    }
+
+    A acc[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = (A)0;
+
+    // Odometer over the outer dims' taps (k[d], b[d]), each dim's taps in increasing k.
+    int k_first[D > 1 ? D - 1 : 1], b_first[D > 1 ? D - 1 : 1];
+    int k[D > 1 ? D - 1 : 1], b[D > 1 ? D - 1 : 1];
+    bool live = true;
+#pragma unroll
+    for (int d = 0; d < D - 1; ++d) {
+        live = live && first_tap(p, d, po[d] + p.pad_lo[d], k_first[d], b_first[d]);
+        k[d] = k_first[d];
+        b[d] = b_first[d];
+    }
+    const int inner_window = p.window[D - 1];
+    const int inner_blocks = p.blocks[D - 1];
+    const int inner_k_step = p.k_step[D - 1];
+    const int inner_b_step = p.b_step[D - 1];
+    const IDX stride_r = (IDX)p.col_stride_r;
+    const IDX stride_l = (IDX)p.col_stride_l;
+    while (live) {
+        bool in_range = true;
+        int tap = 0, block = 0;
+#pragma unroll
+        for (int d = 0; d < D - 1; ++d) {
+            in_range = in_range && b[d] < p.blocks[d];
+            tap += k[d] * p.tap_stride[d];
+            block += b[d] * p.block_stride[d];
+        }
+        if (in_range) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                if (any_in[i]) {
+                    int ki = k_in[i], bi = b_in[i];
+                    for (; ki < inner_window && bi >= 0; ki += inner_k_step, bi -= inner_b_step) {
+                        if (bi < inner_blocks) {
+                            const IDX at = base + (IDX)(tap + ki) * stride_r + (IDX)(block + bi) * stride_l;
+                            acc[i] += widen<A, T>(cols[at]);
+                        }
+                    }
+                }
+            }
+        }
+        // Advance the odometer, innermost outer dim fastest (fixed order: deterministic sums).
+        bool carry = true;
+#pragma unroll
+        for (int d = D - 2; d >= 0; --d) {
+            if (carry) {
+                k[d] += p.k_step[d];
+                b[d] -= p.b_step[d];
+                if (k[d] < p.window[d] && b[d] >= 0) {
+                    carry = false;
+                } else {
+                    k[d] = k_first[d];
+                    b[d] = b_first[d];
+                }
+            }
+        }
+        if (carry) live = false;  // every outer dim wrapped (or D == 1: a single pass)
+    }
+
+    Chunk<sizeof(T)> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        const T v = narrow<T, A>(acc[i]);
+        out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
+    }
+    store_chunk<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) +
+                               (row * (IDX)width + (IDX)c0),
+                           out, count);
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+template __global__ void dml::fold_chunks<float, 2, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_chunks<__half, 2, int>(const __half*, __half*, const dml::FoldParams);
+template __global__ void dml::fold_chunks<double, 1, int>(const double*, double*, const dml::FoldParams);
+template __global__ void dml::fold_chunks<signed char, 3, long long>(const signed char*, signed char*, const dml::FoldParams);
+template __global__ void dml::fold_chunks<unsigned long long, 6, int>(const unsigned long long*, unsigned long long*, const dml::FoldParams);
+template __global__ void dml::fold_chunks<short, 2, int>(const short*, short*, const dml::FoldParams);
+#endif

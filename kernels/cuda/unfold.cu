@@ -1,0 +1,143 @@
+// UNFOLD (im2col, DML_UNFOLD_OPERATOR_DESC): (N, C, *S) -> (N, C*prod(K), BlockCount) for
+// 1..6 spatial dims, any dtype (moved as 1/2/4/8-byte words), one launch for the batch.
+//
+// Each thread writes one 16-byte chunk of one output row r = (n, c, k). The row's window
+// offset and the chunk's first block are decoded once; along the row the source position
+// is affine in the innermost block index (pos = b*stride + k*dilation - pad), so the inner
+// loop only adds the stride and carries into the outer block dims when a block row ends.
+// Padding taps are written as zeros explicitly: the output is never pre-filled.
+#include "common.cuh"
+
+namespace dml {
+
+// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+struct UnfoldParams {
+    long long x_stride_n;       // element strides of the input (0 = broadcast)
+    long long x_stride_c;
+    long long x_stride[6];
+    long long total_chunks;     // rows * chunks_per_row
+    int size[6];                // S
+    int window_stride[6];
+    int dilation[6];
+    int pad_lo[6];
+    int blocks[6];              // BlocksPerDimension
+    FastDivmod block_div[6];    // division by blocks[d]
+    FastDivmod window_div[6];   // division by WindowSizes[d]
+    FastDivmod chunk_div;       // division by chunks per row
+    FastDivmod taps_div;        // division by prod(WindowSizes)
+    FastDivmod channel_div;     // division by C
+    int block_count;            // L = prod(blocks)
+    int unused;
+};
+
+template <int BYTES, int D, typename IDX>
+__global__ void __launch_bounds__(256)
+unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+              const UnfoldParams p) {
+    typedef typename Bits<BYTES>::type T;
+    const int V = Chunk<BYTES>::N;
+    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
+    if (t >= (IDX)p.total_chunks) return;
+
+    IDX row, chunk;
+    divmod<IDX>(t, p.chunk_div, row, chunk);
+    const int length = p.block_count;
+    const int c0 = (int)chunk * V;
+    const int count = imin(V, length - c0);
+
+    IDX nc, tap, n, c;
+    divmod<IDX>(row, p.taps_div, nc, tap);
+    divmod<IDX>(nc, p.channel_div, n, c);
+
+    // Window offset k of this row -> k*dilation - pad per dim.
+    int koff[D];
+    {
+        unsigned rest = (unsigned)tap;
+#pragma unroll
+        for (int d = D - 1; d >= 0; --d) {
+            unsigned k;
+            if (d == 0) {
+                k = rest;
+            } else {
+                const unsigned q = fast_div(rest, p.window_div[d]);
+                k = rest - q * p.window_div[d].d;
+                rest = q;
+            }
+            koff[d] = (int)k * p.dilation[d] - p.pad_lo[d];
+        }
+    }
+    // Block coordinates of the chunk's first column.
+    int b[D];
+    {
+        unsigned rest = (unsigned)c0;
+#pragma unroll
+        for (int d = D - 1; d >= 0; --d) {
+            if (d == 0) {
+                b[d] = (int)rest;
+            } else {
+                const unsigned q = fast_div(rest, p.block_div[d]);
+                b[d] = (int)(rest - q * p.block_div[d].d);
+                rest = q;
+            }
+        }
+    }
+
+    const IDX base = n * (IDX)p.x_stride_n + c * (IDX)p.x_stride_c;
+    IDX outer = base;
+    bool inside = true;
+#pragma unroll
+    for (int d = 0; d < D - 1; ++d) {
+        const int pos = b[d] * p.window_stride[d] + koff[d];
+        inside = inside && (unsigned)pos < (unsigned)p.size[d];
+        outer += (IDX)pos * (IDX)p.x_stride[d];
+    }
+
+    const int inner_size = p.size[D - 1];
+    const int inner_blocks = p.blocks[D - 1];
+    const int inner_step = p.window_stride[D - 1];
+    const IDX inner_stride = (IDX)p.x_stride[D - 1];
+    int pos = b[D - 1] * inner_step + koff[D - 1];
+    int bi = b[D - 1];
+
+    Chunk<BYTES> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        if (i < count) {
+            out.e[i] = (inside && (unsigned)pos < (unsigned)inner_size)
+                           ? __ldg(x + (outer + (IDX)pos * inner_stride))
+                           : (T)0;
+            pos += inner_step;
+            if (++bi == inner_blocks) {
+                // Next block row: carry into the outer block dims and re-derive their part.
+                bi = 0;
+                pos = koff[D - 1];
+                if (D > 1) {
+#pragma unroll
+                    for (int d = D - 2; d >= 0; --d) {
+                        if (++b[d] < p.blocks[d]) break;
+                        b[d] = 0;
+                    }
+                    outer = base;
+                    inside = true;
+#pragma unroll
+                    for (int d = 0; d < D - 1; ++d) {
+                        const int q = b[d] * p.window_stride[d] + koff[d];
+                        inside = inside && (unsigned)q < (unsigned)p.size[d];
+                        outer += (IDX)q * (IDX)p.x_stride[d];
+                    }
+                }
+            }
+        }
+    }
+    store_chunk<BYTES>(y + (row * (IDX)length + (IDX)c0), out, count);
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+template __global__ void dml::unfold_chunks<1, 1, int>(const unsigned char*, unsigned char*, const dml::UnfoldParams);
+template __global__ void dml::unfold_chunks<2, 2, int>(const unsigned short*, unsigned short*, const dml::UnfoldParams);
+template __global__ void dml::unfold_chunks<4, 2, int>(const unsigned int*, unsigned int*, const dml::UnfoldParams);
+template __global__ void dml::unfold_chunks<4, 3, long long>(const unsigned int*, unsigned int*, const dml::UnfoldParams);
+template __global__ void dml::unfold_chunks<8, 6, int>(const unsigned long long*, unsigned long long*, const dml::UnfoldParams);
+#endif
