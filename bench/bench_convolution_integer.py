@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""CONVOLUTION_INTEGER (CuPy raw CUDA) against cuDNN fp16 channels-last and unfold + _int_mm.
+
+Usage: python bench/bench_convolution_integer.py [--batch 32] [--json PATH] [--quick]
+
+Times are medians of CUDA-event-timed batches of back-to-back calls after warm-up; a GPU spin
+(`torch.cuda._sleep`) is queued before each batch so that host-side launch overhead overlaps
+the GPU work instead of showing as idle time. Three input buffers rotate. Our time is the whole
+public call (filter prep, input transform, GEMM); `kernels` is the sum of its GPU kernel times
+from the profiler. Peers: cuDNN fp16 conv2d on channels-last tensors with
+`cudnn.benchmark=True` (speed class; not integer), and the torch-user path F.unfold (fp16) ->
+int8 -> `torch._int_mm` with a column-major right operand (no zero points, output left in
+(pixels, channels) layout: both favour the peer). ops = 2*N*OC*prod(P)*(C/G)*prod(R).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from kernels.cupy_backend.convolution_integer import convolution_integer  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    c: int
+    m: int
+    hw: int
+    k: int
+    stride: int
+    pad: int
+    groups: int = 1
+    per_channel_zp: bool = False
+
+
+CASES = [
+    Case("3x3 64->64 @56", 64, 64, 56, 3, 1, 1),
+    Case("3x3 128->128 @28", 128, 128, 28, 3, 1, 1),
+    Case("3x3 256->256 @14", 256, 256, 14, 3, 1, 1),
+    Case("3x3 512->512 @7", 512, 512, 7, 3, 1, 1),
+    Case("3x3 s2 128->128 @56", 128, 128, 56, 3, 2, 1),
+    Case("1x1 256->64 @56", 256, 64, 56, 1, 1, 0),
+    Case("1x1 256->1024 @14", 256, 1024, 14, 1, 1, 0),
+    Case("3x3 128->128 @28 per-ch zw", 128, 128, 28, 3, 1, 1, per_channel_zp=True),
+    Case("3x3 g32 512 @14 (16/grp)", 512, 512, 14, 3, 1, 1, groups=32),
+    Case("3x3 g32 128 @56 (4/grp)", 128, 128, 56, 3, 1, 1, groups=32),
+    Case("3x3 depthwise 144 @56", 144, 144, 56, 3, 1, 1, groups=144),
+]
+
+
+def time_ms(fn: Callable[[int], Any], inner: int, reps: int, warmup: int) -> float:
+    """Median per-call GPU time (ms) of `fn(i)` over `reps` batches of `inner` calls."""
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(reps):
+        torch.cuda._sleep(4_000_000)  # ~2 ms spin: the host queues the batch meanwhile
+        start.record()
+        for i in range(inner):
+            fn(i)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / inner)
+    return statistics.median(samples)
+
+
+def kernel_ms(fn: Callable[[int], Any], calls: int) -> tuple[float, dict[str, float]]:
+    """GPU time per call summed over its kernels and copies (the profiler's CUPTI view sees
+    CuPy's launches too), and the per-kernel split in microseconds."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(calls):
+            fn(i)
+        torch.cuda.synchronize()
+    split = {
+        e.key[:60]: e.self_device_time_total / calls
+        for e in prof.key_averages()
+        if e.device_type.name == "CUDA"
+    }
+    return sum(split.values()) / 1000.0, split
+
+
+def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    n, c, m, g = batch, case.c, case.m, case.groups
+    oh = (case.hw + 2 * case.pad - case.k) // case.stride + 1
+    ops = 2 * n * m * oh * oh * (c // g) * case.k * case.k
+    xs = [cupy.asarray(rng.integers(0, 256, (n, c, case.hw, case.hw), dtype=np.uint8))]
+    xs += [xs[0][:, ::-1].copy(), (xs[0] ^ 0x5A)]
+    w = cupy.asarray(rng.integers(-128, 128, (m, c // g, case.k, case.k), dtype=np.int8))
+    if case.per_channel_zp:
+        zw = rng.integers(-20, 21, m).astype(np.int32)
+    else:
+        zw = np.zeros(m, np.int32)
+    geo = ((case.stride,) * 2, (1, 1), (case.pad,) * 2, (case.pad,) * 2)
+
+    def ours(i: int) -> Any:
+        return convolution_integer(xs[i % 3], w, 128, zw, *geo, g)
+
+    row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
+    row["ours_ms"] = time_ms(ours, inner, reps, 5)
+    try:
+        row["ours_kernels_ms"], row["ours_kernel_split_us"] = kernel_ms(ours, 10)
+    except Exception as exc:  # noqa: BLE001 - the profiler is optional evidence
+        row["profiler_error"] = repr(exc)
+
+    # cuDNN fp16, channels-last.
+    xh = [torch.randn(n, c, case.hw, case.hw, device="cuda", dtype=torch.half) for _ in range(3)]
+    xh = [t.contiguous(memory_format=torch.channels_last) for t in xh]
+    wh = torch.randn(m, c // g, case.k, case.k, device="cuda", dtype=torch.half)
+    wh = wh.contiguous(memory_format=torch.channels_last)
+
+    def cudnn(i: int) -> Any:
+        return F.conv2d(xh[i % 3], wh, None, case.stride, case.pad, 1, g)
+
+    row["cudnn_fp16_ms"] = time_ms(cudnn, inner, reps, 5)
+
+    if sweep:  # every tensor-core tile on this layer, to check the tile picker
+        from kernels.cupy_backend import convolution_integer as mod
+
+        picker = mod._pick_tile
+        row["tiles"] = {}
+        try:
+            for bm, bn, *_ in mod._TILES:
+                mod._pick_tile = lambda *_, t=(bm, bn): t  # type: ignore[assignment]
+                row["tiles"][f"{bm}x{bn}"] = time_ms(ours, inner, max(3, reps // 3), 2)
+        finally:
+            mod._pick_tile = picker
+
+    # Torch-user path: unfold (fp16) -> int8 columns -> _int_mm with column-major B.
+    kk = c * case.k * case.k
+    if g == 1 and kk % 8 == 0 and m % 8 == 0:
+        xt = [torch.as_tensor(x.view(np.int8), device="cuda") for x in xs]  # int8 data for _int_mm
+        wt = torch.as_tensor(w, device="cuda").reshape(m, kk).contiguous().t()  # column-major
+
+        def unfold_mm(i: int) -> Any:
+            cols = F.unfold(xt[i % 3].half(), case.k, 1, case.pad, case.stride)
+            cols = cols.transpose(1, 2).reshape(-1, kk).to(torch.int8)
+            return torch._int_mm(cols, wt)
+
+        row["unfold_int_mm_ms"] = time_ms(unfold_mm, inner, reps, 3)
+        cols0 = F.unfold(xt[0].half(), case.k, 1, case.pad, case.stride)
+        cols0 = cols0.transpose(1, 2).reshape(-1, kk).to(torch.int8).contiguous()
+        row["int_mm_gemm_ms"] = time_ms(lambda i: torch._int_mm(cols0, wt), inner, reps, 3)
+        del cols0
+    for key in list(row):
+        if key.endswith("_ms") and isinstance(row[key], float):
+            row[key.replace("_ms", "_tops")] = ops / (row[key] * 1e-3) / 1e12
+    return row
+
+
+def fmt(v: float | None, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--sweep", action="store_true", help="also time every GEMM tile shape")
+    args = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    inner, reps = (5, 5) if args.quick else (10, 15)
+    props = torch.cuda.get_device_properties(0)
+    header = {
+        "device": torch.cuda.get_device_name(0),
+        "sms": props.multi_processor_count,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "cupy": cupy.__version__,
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "batch": args.batch,
+        "command": " ".join(sys.argv),
+    }
+    print(f"# CONVOLUTION_INTEGER benchmark — {header['device']} ({header['sms']} SMs)")
+    print(
+        f"{header['date']}; torch {header['torch']}, cuDNN {header['cudnn']}, CuPy "
+        f"{header['cupy']}, CUDA runtime {header['cuda_runtime']}; batch {args.batch}; "
+        "u8 input (z_x = 128) x s8 filter; medians of CUDA-event-timed batches.\n"
+    )
+    print(
+        "| layer | ours ms | ours TOPS | kernels TOPS | cuDNN fp16 TOPS | ours/cuDNN "
+        "| unfold+_int_mm TOPS | ours/unfold | _int_mm GEMM TOPS | ours/GEMM |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for case in CASES:
+        r = run_case(case, args.batch, inner, reps, args.sweep)
+        rows.append(r)
+        un = r.get("unfold_int_mm_ms")
+        gm = r.get("int_mm_gemm_ms")
+        print(
+            f"| {r['case']} | {r['ours_ms']:.4f} | {r['ours_tops']:.1f} "
+            f"| {fmt(r.get('ours_kernels_tops'), '.1f')} | {r['cudnn_fp16_tops']:.1f} "
+            f"| {r['cudnn_fp16_ms'] / r['ours_ms']:.2f} "
+            f"| {fmt(r.get('unfold_int_mm_tops'), '.1f')} "
+            f"| {fmt(un and un / r['ours_ms'], '.2f')} | {fmt(r.get('int_mm_gemm_tops'), '.1f')} "
+            f"| {fmt(gm and gm / r['ours_ms'], '.2f')} |",
+            flush=True,
+        )
+        if args.json:
+            args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=2))
+    if args.sweep:
+        print("\n| layer | " + " | ".join(f"{t} ms" for t in rows[0]["tiles"]) + " |")
+        print("|---|" + "---|" * len(rows[0]["tiles"]))
+        for r in rows:
+            cells = " | ".join(f"{v:.4f}" for v in r["tiles"].values())
+            print(f"| {r['case']} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()

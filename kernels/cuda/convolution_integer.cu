@@ -1,0 +1,498 @@
+// CONVOLUTION_INTEGER (SEMANTICS.md §6): int8/uint8 cross-correlation with int32 output.
+//
+// Two paths, chosen on the host:
+//  * tensor cores: the input goes NCHW -> (N, H, W, G, Cgp) and the filter KCRS -> K(RS)Cgp
+//    (Cgp = channels per group rounded up to 16), then an implicit GEMM
+//    Out^T[m, p] = sum_k W[m, k] * X'[p, k] on mma.sync m16n8k32 with a cp.async ring in shared
+//    memory. Zero points never touch the operands: with x'' the input where out-of-image taps and
+//    padded channels hold z_x, and padded filter channels 0,
+//      sum (x''-z_x)(w-z_w[m]) = sum x''w - z_w[m] * sum x'' - z_x * sum w[m] + K' z_x z_w[m]
+//    (padded entries contribute (z_x-z_x)(..) = 0). The last two terms are per channel
+//    (`bias`, from the filter prep); sum x'' per pixel comes from a dp4a over the B fragments,
+//    only when some z_w is non-zero. All sums wrap modulo 2^32 (no .satfinite), which keeps the
+//    expansion exact.
+//  * CUDA cores: one thread per output element, straight from the strided tensors; depthwise,
+//    few channels per group, and zero points the 8-bit operands cannot hold.
+
+namespace dml_ci {
+
+// Bytes arrive as unsigned char; the signedness is a template flag.
+template <bool SIGNED>
+__device__ __forceinline__ int widen(unsigned char b) {
+    return SIGNED ? static_cast<int>(static_cast<signed char>(b)) : static_cast<int>(b);
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return static_cast<unsigned>(a);
+}
+
+// 16-byte global->shared copy; src_bytes = 0 fills the destination with zeros.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void st_shared16(unsigned dst, unsigned v) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(v));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// d += a * b on m16n8k32; A = filter (row), B = input (col); plain wrap-around accumulate.
+#define DML_CI_MMA(ATYPE, BTYPE)                                                              \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." ATYPE "." BTYPE                      \
+                 ".s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"       \
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                              \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+template <bool WS, bool XS>
+__device__ __forceinline__ void mma_k32(int (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                        unsigned b1) {
+    if constexpr (WS && XS) {
+        DML_CI_MMA("s8", "s8");
+    } else if constexpr (WS && !XS) {
+        DML_CI_MMA("s8", "u8");
+    } else if constexpr (!WS && XS) {
+        DML_CI_MMA("u8", "s8");
+    } else {
+        DML_CI_MMA("u8", "u8");
+    }
+}
+#undef DML_CI_MMA
+
+// Sum of the four bytes of v (as signed or unsigned) added to acc, modulo 2^32.
+template <bool SIGNED>
+__device__ __forceinline__ int byte_sum(unsigned v, int acc) {
+    int r;
+    if constexpr (SIGNED) {
+        asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x01010101), "r"(acc));
+    } else {
+        asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x01010101), "r"(acc));
+    }
+    return r;
+}
+
+}  // namespace dml_ci
+
+// ------------------------------------------------------------------------------------------
+// CUDA-core path: one thread per output element (n, m, oh, ow), ow fastest.
+// Taps in the padding are skipped: they equal z_x and contribute 0.
+template <bool WS, bool XS>
+__global__ void conv_int_direct(const unsigned char* __restrict__ x,
+                                const unsigned char* __restrict__ w,
+                                const int* __restrict__ w_zp, int* __restrict__ out, long long total,
+                                int M, int Mg, int Cg, int H, int W, int R, int S, int OH, int OW,
+                                int stride_h, int stride_w, int dil_h, int dil_w, int pad_h,
+                                int pad_w, int x_zp, long long xs_n, long long xs_c, long long xs_h,
+                                long long xs_w, long long ws_m, long long ws_c, long long ws_r,
+                                long long ws_s) {
+    for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+         idx < total; idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const int ow = static_cast<int>(idx % OW);
+        long long t = idx / OW;
+        const int oh = static_cast<int>(t % OH);
+        t /= OH;
+        const int m = static_cast<int>(t % M);
+        const long long n = t / M;
+        const int g = m / Mg;
+        const unsigned zw = static_cast<unsigned>(w_zp[m]);
+        const int ih0 = oh * stride_h - pad_h;
+        const int iw0 = ow * stride_w - pad_w;
+        unsigned acc = 0;
+        for (int c = 0; c < Cg; ++c) {
+            const unsigned char* xc = x + n * xs_n + (static_cast<long long>(g) * Cg + c) * xs_c;
+            const unsigned char* wc = w + m * ws_m + c * ws_c;
+            for (int r = 0; r < R; ++r) {
+                const int ih = ih0 + r * dil_h;
+                if (ih < 0 || ih >= H) continue;
+                for (int s = 0; s < S; ++s) {
+                    const int iw = iw0 + s * dil_w;
+                    if (iw < 0 || iw >= W) continue;
+                    const unsigned xv =
+                        static_cast<unsigned>(dml_ci::widen<XS>(xc[ih * xs_h + iw * xs_w])) -
+                        static_cast<unsigned>(x_zp);
+                    const unsigned wv =
+                        static_cast<unsigned>(dml_ci::widen<WS>(wc[r * ws_r + s * ws_s])) - zw;
+                    acc += xv * wv;  // unsigned: exact modulo 2^32
+                }
+            }
+        }
+        out[idx] = static_cast<int>(acc);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Filter prep: w (M, Cg, R, S) strided -> wp (M, R*S*Cgp), zero in the padded channels, and
+// bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m.
+template <bool WS>
+__global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
+                                const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
+                                int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
+                                long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
+    __shared__ int partial[32];
+    const int m = blockIdx.x;
+    int sum = 0;
+    for (int k = threadIdx.x; k < Kp; k += blockDim.x) {
+        const int c = k % Cgp;
+        const int rs = k / Cgp;
+        unsigned char v = 0;
+        if (c < Cg) {
+            v = w[m * ws_m + c * ws_c + (rs / S) * ws_r + (rs % S) * ws_s];
+        }
+        wp[static_cast<long long>(m) * Kp + k] = v;
+        sum += dml_ci::widen<WS>(v);
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned total = 0;
+        for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) {
+            total += static_cast<unsigned>(partial[i]);
+        }
+        const unsigned zx = static_cast<unsigned>(x_zp);
+        const unsigned zw = static_cast<unsigned>(w_zp[m]);
+        bias[m] = static_cast<int>(static_cast<unsigned>(Kp) * zx * zw - zx * total);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Input prep: x (N, C, H, W) strided -> xn (N, H, W, G*Cgp); padded channels hold z_x.
+// Block: 64 pixels x 64 channel slots through shared memory; 16-byte stores.
+__global__ void __launch_bounds__(256) conv_int_prep_x(
+    const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
+    int Cgp, int slots, unsigned zx_byte, long long xs_n, long long xs_c, long long xs_h,
+    long long xs_w) {
+    constexpr int ROW = 65;  // odd row length: the column gathers below hit distinct banks
+    __shared__ unsigned char tile[64 * ROW];
+    const int HW = H * W;
+    const int pix0 = blockIdx.x * 64;
+    const int slot0 = blockIdx.y * 64;
+    const long long n = blockIdx.z;
+    {
+        const int pl = threadIdx.x & 63;
+        const int pix = pix0 + pl;
+        if (pix < HW) {
+            const int h = pix / W;
+            const int wc = pix - h * W;
+            const unsigned char* xp = x + n * xs_n + h * xs_h + wc * xs_w;
+            unsigned char v[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                const int slot = slot0 + (threadIdx.x >> 6) + 4 * i;
+                const int g = slot / Cgp;
+                const int cc = slot - g * Cgp;
+                v[i] = static_cast<unsigned char>(zx_byte);
+                if (slot < slots && cc < Cg) v[i] = xp[(static_cast<long long>(g) * Cg + cc) * xs_c];
+            }
+#pragma unroll
+            for (int i = 0; i < 16; ++i) tile[((threadIdx.x >> 6) + 4 * i) * ROW + pl] = v[i];
+        }
+    }
+    __syncthreads();
+    const int pl = threadIdx.x >> 2;
+    const int q = threadIdx.x & 3;
+    const int pix = pix0 + pl;
+    const int slot = slot0 + 16 * q;
+    if (pix < HW && slot < slots) {
+        unsigned word[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            unsigned v = 0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                v |= static_cast<unsigned>(tile[(16 * q + 4 * j + b) * ROW + pl]) << (8 * b);
+            }
+            word[j] = v;
+        }
+        uint4 vec = make_uint4(word[0], word[1], word[2], word[3]);
+        *reinterpret_cast<uint4*>(xn + (n * HW + pix) * static_cast<long long>(slots) + slot) = vec;
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Tensor-core implicit GEMM. CTA tile BM (output channels) x BN (pixels) x 64 bytes of K,
+// 2x2 warps, STAGES-deep cp.async ring. Shared rows are 64 bytes = 4 chunks of 16 B, chunk
+// index XOR-swizzled with (row >> 1) & 3 so ldmatrix's 8-row phases hit 8 distinct bank groups.
+struct IgemmParams {
+    int H, W, OH, OW, R, S;
+    int stride_h, stride_w, dil_h, dil_w, pad_h, pad_w;
+    int M, Mg, Cgp, slots, Kp, NP, P;
+    unsigned zx_pattern;  // z_x's byte in all four bytes
+};
+
+template <int BM, int BN, int STAGES>
+struct IgemmShape {
+    static constexpr int WM = 2, WN = 2, THREADS = WM * WN * 32;
+    static constexpr int TM = BM / WM, TN = BN / WN;
+    static constexpr int MI = TM / 16, NI = TN / 8;
+    static constexpr int A_ITERS = BM * 4 / THREADS, B_ITERS = BN * 4 / THREADS;
+    static constexpr int STAGE_BYTES = (BM + BN) * 64;
+    static constexpr int SMEM = STAGES * STAGE_BYTES;
+    static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+    static_assert(A_ITERS >= 1 && B_ITERS >= 1, "load split");
+};
+
+__device__ __forceinline__ int swz(int row, int chunk) {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
+
+template <bool WS, bool XS, int BM, int BN, int STAGES, bool ZW>
+__global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
+    conv_int_igemm(const unsigned char* __restrict__ wp, const unsigned char* __restrict__ xn,
+                   const int* __restrict__ w_zp, const int* __restrict__ bias,
+                   int* __restrict__ out, int H, int W, int OH, int OW, int R, int S,
+                   int stride_h, int stride_w, int dil_h, int dil_w, int pad_h, int pad_w, int M,
+                   int Mg, int Cgp, int slots, int Kp, int NP, int P, unsigned zx_pattern) {
+    // Scalars arrive one by one (plain launch arguments); grouped here for readability.
+    const IgemmParams p{H,       W,        OH,    OW,    R,     S,   stride_h, stride_w, dil_h,
+                        dil_w,   pad_h,    pad_w, M,     Mg,    Cgp, slots,    Kp,       NP,
+                        P,       zx_pattern};
+    using Sh = IgemmShape<BM, BN, STAGES>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const unsigned smem_base = dml_ci::smem_addr(smem);
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm = warp / Sh::WN;
+    const int wn = warp % Sh::WN;
+    const int g = blockIdx.z;
+    const int m0 = blockIdx.y * BM;  // within the group
+    const int q0 = blockIdx.x * BN;  // flat pixel (n, oh, ow)
+
+    // ---- per-thread load state: one 16-byte chunk column, A_ITERS / B_ITERS rows ----------
+    const int chunk = tid & 3;
+    const int row0 = tid >> 2;
+    constexpr int ROWS_PER_PASS = Sh::THREADS / 4;
+
+    const unsigned char* a_src[Sh::A_ITERS];  // row starts; + k_next per tile
+    bool a_ok[Sh::A_ITERS];
+#pragma unroll
+    for (int i = 0; i < Sh::A_ITERS; ++i) {
+        const int mr = m0 + row0 + i * ROWS_PER_PASS;
+        a_ok[i] = mr < p.Mg;
+        a_src[i] = wp + static_cast<long long>(g * p.Mg + (a_ok[i] ? mr : 0)) * p.Kp;
+    }
+    const unsigned char* b_src[Sh::B_ITERS];
+    int b_ih[Sh::B_ITERS], b_iw[Sh::B_ITERS];
+#pragma unroll
+    for (int i = 0; i < Sh::B_ITERS; ++i) {
+        const int q = q0 + row0 + i * ROWS_PER_PASS;
+        if (q < p.NP) {
+            const int n = q / p.P;
+            const int pp = q - n * p.P;
+            const int oh = pp / p.OW;
+            const int ow = pp - oh * p.OW;
+            b_ih[i] = oh * p.stride_h - p.pad_h;
+            b_iw[i] = ow * p.stride_w - p.pad_w;
+            b_src[i] = xn + static_cast<long long>(n) * p.H * p.W * p.slots +
+                       static_cast<long long>(g) * p.Cgp;
+        } else {
+            b_ih[i] = -0x40000000;  // never inside the image: filled, never stored
+            b_iw[i] = 0;
+            b_src[i] = xn;
+        }
+    }
+    // (r, s, c) of this thread's chunk in the current K tile; advanced tile by tile.
+    int kc = chunk * 16;
+    int kr, ks;
+    {
+        const int rs = kc / p.Cgp;
+        kc -= rs * p.Cgp;
+        kr = rs / p.S;
+        ks = rs - kr * p.S;
+    }
+    int k_next = chunk * 16;  // flat k of the next tile's chunk
+
+    auto load_tile = [&](int stage) {
+        const unsigned a_base = smem_base + stage * Sh::STAGE_BYTES;
+        const unsigned b_base = a_base + BM * 64;
+        const bool k_ok = k_next < p.Kp;
+#pragma unroll
+        for (int i = 0; i < Sh::A_ITERS; ++i) {
+            const int row = row0 + i * ROWS_PER_PASS;
+            const bool ok = a_ok[i] && k_ok;
+            dml_ci::cp_async16(a_base + swz(row, chunk), ok ? a_src[i] + k_next : wp, ok ? 16 : 0);
+        }
+        const int dy = kr * p.dil_h;
+        const int dx = ks * p.dil_w;
+#pragma unroll
+        for (int i = 0; i < Sh::B_ITERS; ++i) {
+            const int row = row0 + i * ROWS_PER_PASS;
+            const unsigned dst = b_base + swz(row, chunk);
+            const int ih = b_ih[i] + dy;
+            const int iw = b_iw[i] + dx;
+            if (!k_ok) {
+                dml_ci::st_shared16(dst, 0u);  // beyond K': neither in the GEMM nor in sum x''
+            } else if (static_cast<unsigned>(ih) < static_cast<unsigned>(p.H) &&
+                       static_cast<unsigned>(iw) < static_cast<unsigned>(p.W)) {
+                dml_ci::cp_async16(
+                    dst, b_src[i] + (static_cast<long long>(ih) * p.W + iw) * p.slots + kc, 16);
+            } else {
+                dml_ci::st_shared16(dst, p.zx_pattern);  // padding tap = z_x
+            }
+        }
+        // advance to the next K tile (64 bytes = 4 chunks of 16 <= 4 channel wraps)
+        k_next += 64;
+        kc += 64;
+        while (kc >= p.Cgp) {
+            kc -= p.Cgp;
+            if (++ks == p.S) {
+                ks = 0;
+                ++kr;
+            }
+        }
+    };
+
+    int acc[Sh::MI][Sh::NI][4];
+#pragma unroll
+    for (int i = 0; i < Sh::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < Sh::NI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+    int xsum[Sh::NI];
+#pragma unroll
+    for (int j = 0; j < Sh::NI; ++j) xsum[j] = 0;
+
+    const int KT = (p.Kp + 63) / 64;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_tile(s);
+        dml_ci::cp_async_commit();
+    }
+
+    // ldmatrix lane roles (see the m16n8k32 fragment layouts in the PTX ISA):
+    // A x4 = rows {0-7, 8-15} x chunks {0, 1}; B x4 = pixel rows {0-7, 8-15} x chunks {0, 1}.
+    const int a_row = wm * Sh::TM + (lane & 7) + ((lane >> 3) & 1) * 8;
+    const int a_chk = lane >> 4;
+    const int b_row = wn * Sh::TN + (lane & 7) + (lane >> 4) * 8;
+    const int b_chk = (lane >> 3) & 1;
+
+    for (int kt = 0; kt < KT; ++kt) {
+        dml_ci::cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (kt + STAGES - 1 < KT) load_tile((kt + STAGES - 1) % STAGES);
+        dml_ci::cp_async_commit();
+
+        const unsigned a_base = smem_base + (kt % STAGES) * Sh::STAGE_BYTES;
+        const unsigned b_base = a_base + BM * 64;
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            unsigned af[Sh::MI][4];
+            unsigned bf[Sh::NI][2];
+#pragma unroll
+            for (int i = 0; i < Sh::MI; ++i) {
+                dml_ci::ldmatrix_x4(af[i], a_base + swz(a_row + i * 16, kk * 2 + a_chk));
+            }
+#pragma unroll
+            for (int j = 0; j < Sh::NI; j += 2) {
+                unsigned r[4];
+                dml_ci::ldmatrix_x4(r, b_base + swz(b_row + j * 8, kk * 2 + b_chk));
+                bf[j][0] = r[0];
+                bf[j][1] = r[1];
+                bf[j + 1][0] = r[2];
+                bf[j + 1][1] = r[3];
+            }
+            if constexpr (ZW) {
+#pragma unroll
+                for (int j = 0; j < Sh::NI; ++j) {
+                    xsum[j] = dml_ci::byte_sum<XS>(bf[j][0], xsum[j]);
+                    xsum[j] = dml_ci::byte_sum<XS>(bf[j][1], xsum[j]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < Sh::MI; ++i)
+#pragma unroll
+                for (int j = 0; j < Sh::NI; ++j)
+                    dml_ci::mma_k32<WS, XS>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        }
+    }
+    dml_ci::cp_async_wait<0>();
+
+    // ---- epilogue: out = acc - z_w[m] * sum x''[p] + bias[m], NCHW ---------------------------
+    const int gid = lane >> 2;
+    const int tig = lane & 3;
+    int xs_col[Sh::NI][2];
+#pragma unroll
+    for (int j = 0; j < Sh::NI; ++j) {
+        int v = xsum[j];
+        if constexpr (ZW) {
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+        }
+        // lane 4c holds the sum of column c of this n8 tile
+        xs_col[j][0] = __shfl_sync(0xffffffffu, v, (2 * tig) * 4);
+        xs_col[j][1] = __shfl_sync(0xffffffffu, v, (2 * tig + 1) * 4);
+    }
+    long long col_off[Sh::NI][2];
+#pragma unroll
+    for (int j = 0; j < Sh::NI; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int q = q0 + wn * Sh::TN + j * 8 + 2 * tig + e;
+            if (q < p.NP) {
+                const int n = q / p.P;
+                col_off[j][e] = static_cast<long long>(n) * p.M * p.P + (q - n * p.P);
+            } else {
+                col_off[j][e] = -1;
+            }
+        }
+#pragma unroll
+    for (int i = 0; i < Sh::MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int mr = m0 + wm * Sh::TM + i * 16 + gid + 8 * h;
+            if (mr >= p.Mg) continue;
+            const int m = g * p.Mg + mr;
+            const unsigned zw = ZW ? static_cast<unsigned>(w_zp[m]) : 0u;
+            const unsigned bm = static_cast<unsigned>(bias[m]);
+            int* orow = out + static_cast<long long>(m) * p.P;
+#pragma unroll
+            for (int j = 0; j < Sh::NI; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (col_off[j][e] < 0) continue;
+                    unsigned v = static_cast<unsigned>(acc[i][j][2 * h + e]) + bm;
+                    if constexpr (ZW) v -= zw * static_cast<unsigned>(xs_col[j][e]);
+                    orow[col_off[j][e]] = static_cast<int>(v);
+                }
+        }
+}
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+#define IGEMM_ARGS                                                                              \
+    const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, int, \
+        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, unsigned
+template __global__ void conv_int_direct<true, false>(const unsigned char*, const unsigned char*,
+                                                      const int*, int*, long long, int, int, int,
+                                                      int, int, int, int, int, int, int, int, int,
+                                                      int, int, int, int, long long, long long,
+                                                      long long, long long, long long, long long,
+                                                      long long, long long);
+template __global__ void conv_int_prep_w<true>(const unsigned char*, const int*, unsigned char*,
+                                               int*, int, int, int, int, int, long long,
+                                               long long, long long, long long);
+template __global__ void conv_int_igemm<true, false, 128, 128, 4, false>(
+    IGEMM_ARGS);
+template __global__ void conv_int_igemm<true, false, 64, 128, 4, true>(
+    IGEMM_ARGS);
+template __global__ void conv_int_igemm<false, true, 128, 64, 4, false>(
+    IGEMM_ARGS);
+template __global__ void conv_int_igemm<true, true, 64, 64, 4, false>(
+    IGEMM_ARGS);
+template __global__ void conv_int_igemm<false, false, 32, 128, 4, true>(
+    IGEMM_ARGS);
+#undef IGEMM_ARGS
+#endif

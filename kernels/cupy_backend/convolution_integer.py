@@ -1,0 +1,223 @@
+"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM, CUDA-core
+direct path for depthwise and narrow groups. Kernels: `kernels/cuda/convolution_integer.cu`."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._loader import get_kernel
+
+__all__ = ["convolution_integer"]
+
+_SOURCE = "convolution_integer.cu"
+_STAGES = 4
+# (BM output channels, BN pixels, CTAs that fit one SM, relative efficiency of the tile).
+_TILES: tuple[tuple[int, int, int, float], ...] = (
+    (128, 128, 2, 1.0),
+    (128, 64, 3, 0.85),
+    (64, 128, 3, 0.85),
+    (64, 64, 4, 0.7),
+    (32, 128, 4, 0.6),
+)
+# Below this many channels per group the 16-byte channel padding wastes more than the tensor
+# cores win; those (depthwise, ResNeXt-like narrow groups) take the CUDA-core path.
+_MIN_TC_CHANNELS = 8
+_MIN_TC_OUTPUTS = 8
+
+
+def _cxx(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+@functools.cache
+def _sm_count(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
+
+
+def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
+    """The tile with the least estimated time: waves of CTAs times tile work / efficiency."""
+    best: tuple[float, int, int] | None = None
+    for bm, bn, per_sm, eff in _TILES:
+        ctas = math.ceil(pixels / bn) * math.ceil(mg / bm) * groups
+        waves = math.ceil(ctas / (sms * per_sm))
+        cost = waves * bm * bn / eff
+        if best is None or cost < best[0]:
+            best = (cost, bm, bn)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _fits(value: int, signed: bool) -> bool:
+    return -128 <= value <= 127 if signed else 0 <= value <= 255
+
+
+def convolution_integer(
+    x: Any,
+    w: Any,
+    x_zero_point: int,
+    w_zero_point: np.ndarray,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    group_count: int,
+) -> Any:
+    """Integer cross-correlation ``(N, C, *S), (M, C/G, *K) -> (N, M, *O)`` int32 (wraps).
+
+    Parameters are already validated (one entry per spatial dim, 1 or 2 dims); ``x``, ``w`` may
+    be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
+    Launches on the current CuPy stream and returns a new C-contiguous array.
+    """
+    import cupy
+
+    one_d = x.ndim == 3
+    if one_d:  # 1-D maps to 2-D with H = 1
+        x, w = x[:, :, None, :], w[:, :, None, :]
+        strides, dilations = (1, *strides), (1, *dilations)
+        start_padding, end_padding = (0, *start_padding), (0, *end_padding)
+    n, c, h, wd = (int(v) for v in x.shape)
+    m, cg, r, s = (int(v) for v in w.shape)
+    g = int(group_count)
+    mg = m // g
+    oh = (h + start_padding[0] + end_padding[0] - ((r - 1) * dilations[0] + 1)) // strides[0] + 1
+    ow = (wd + start_padding[1] + end_padding[1] - ((s - 1) * dilations[1] + 1)) // strides[1] + 1
+    out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
+    if out.size:
+        x_signed = x.dtype == np.int8
+        w_signed = w.dtype == np.int8
+        zx = int(x_zero_point)
+        w_zp = np.ascontiguousarray(np.broadcast_to(np.asarray(w_zero_point, np.int32), (m,)))
+        use_tc = (
+            cg >= _MIN_TC_CHANNELS
+            and mg >= _MIN_TC_OUTPUTS
+            and _fits(zx, x_signed)
+            and n <= 65535  # grid z of the input transform
+            and n * oh * ow < 2**31  # flat pixel index is 32-bit in the GEMM
+            and h * wd < 2**31
+        )
+        geometry = (strides, dilations, start_padding)
+        if use_tc:
+            _tensor_core(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
+        else:
+            _direct(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
+    return out.reshape(n, m, ow) if one_d else out
+
+
+def _i32(v: int) -> np.int32:
+    return np.int32(v)
+
+
+def _i64(v: int) -> np.int64:
+    return np.int64(v)
+
+
+def _direct(
+    x: Any,
+    w: Any,
+    zx: int,
+    w_zp: np.ndarray,
+    geometry: tuple[Sequence[int], ...],
+    g: int,
+    out: Any,
+    x_signed: bool,
+    w_signed: bool,
+) -> None:
+    import cupy
+
+    (sh, sw), (dh, dw), (ph, pw) = geometry
+    n, m, oh, ow = out.shape
+    _, _, h, wd = x.shape
+    _, cg, r, s = w.shape
+    kernel = get_kernel(_SOURCE, f"conv_int_direct<{_cxx(w_signed)}, {_cxx(x_signed)}>")
+    total = out.size
+    threads = 256
+    blocks = min(math.ceil(total / threads), 1 << 20)
+    zp_dev = cupy.asarray(w_zp)
+    # zx as the int32 bit pattern: the kernel's sums are modulo 2^32 anyway.
+    zx32 = ((zx + (1 << 31)) % (1 << 32)) - (1 << 31)
+    kernel(
+        (blocks,),
+        (threads,),
+        (
+            x,
+            w,
+            zp_dev,
+            out,
+            _i64(total),
+            *(_i32(v) for v in (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, zx32)),
+            *(_i64(v) for v in x.strides),
+            *(_i64(v) for v in w.strides),
+        ),
+    )
+
+
+def _tensor_core(
+    x: Any,
+    w: Any,
+    zx: int,
+    w_zp: np.ndarray,
+    geometry: tuple[Sequence[int], ...],
+    g: int,
+    out: Any,
+    x_signed: bool,
+    w_signed: bool,
+) -> None:
+    import cupy
+
+    (sh, sw), (dh, dw), (ph, pw) = geometry
+    n, m, oh, ow = out.shape
+    _, _, h, wd = x.shape
+    _, cg, r, s = w.shape
+    mg = m // g
+    cgp = -(-cg // 16) * 16
+    slots = g * cgp
+    kp = r * s * cgp
+    zx_byte = zx & 0xFF
+
+    # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
+    wp = cupy.empty((m, kp), dtype=cupy.uint8)
+    bias = cupy.empty((m,), dtype=cupy.int32)
+    zp_dev = cupy.asarray(w_zp)
+    prep_w = get_kernel(_SOURCE, f"conv_int_prep_w<{_cxx(w_signed)}>")
+    prep_w(
+        (m,),
+        (128,),
+        (w, zp_dev, wp, bias, *(_i32(v) for v in (cg, s, cgp, kp, zx)))
+        + tuple(_i64(v) for v in w.strides),
+    )
+
+    # Input -> (N, H, W, G*Cgp), padded channels = z_x.
+    xn = cupy.empty((n, h, wd, slots), dtype=cupy.uint8)
+    prep_x = get_kernel(_SOURCE, "conv_int_prep_x")
+    prep_x(
+        (math.ceil(h * wd / 64), math.ceil(slots / 64), n),
+        (256,),
+        (x, xn, *(_i32(v) for v in (h, wd, cg, cgp, slots)), np.uint32(zx_byte))
+        + tuple(_i64(v) for v in x.strides),
+    )
+
+    pixels = n * oh * ow
+    zw_any = bool(np.any(w_zp != 0))
+    bm, bn = _pick_tile(mg, pixels, g, _sm_count(cupy.cuda.Device().id))
+    name = (
+        f"conv_int_igemm<{_cxx(w_signed)}, {_cxx(x_signed)}, {bm}, {bn}, {_STAGES}, {_cxx(zw_any)}>"
+    )
+    kernel = get_kernel(_SOURCE, name)
+    smem = _STAGES * (bm + bn) * 64
+    if smem > 48 * 1024:  # above the default dynamic limit the kernel must opt in
+        kernel.max_dynamic_shared_size_bytes = smem
+    grid = (math.ceil(pixels / bn), math.ceil(mg / bm), g)
+    ints = (h, wd, oh, ow, r, s, sh, sw, dh, dw, ph, pw, m, mg, cgp, slots, kp, pixels, oh * ow)
+    kernel(
+        grid,
+        (128,),
+        (wp, xn, zp_dev, bias, out, *(_i32(v) for v in ints), np.uint32(zx_byte * 0x01010101)),
+        shared_mem=smem,
+    )
