@@ -158,31 +158,52 @@ def tensor_from_json_data(
     values: Any,
     loc: Loc,
 ) -> HostTensor:
-    """A tensor from a JSON array of numbers (flat row-major; nested lists are flattened)."""
-    if not isinstance(values, list):
-        _bad(loc, "data", "data must be a JSON array of numbers")
-    try:
-        arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError):
-        _bad(loc, "data", "data must be a (flat) JSON array of numbers")
-    if arr.dtype.kind not in "biuf":
-        _bad(loc, "data", f"data must hold numbers only, in the range of {dt.value}")
-    arr = arr.reshape(-1)
-    if arr.size != count:
-        _bad(loc, "data", f"Sizes/Strides address {count} elements, but data has {arr.size}")
+    """A tensor from a JSON array of numbers (flat row-major; nested lists are flattened).
+
+    Integers stay exact (64-bit extremes included); a value the type cannot hold is a 422,
+    never a silent wrap or rounding to infinity.
+    """
+    flat = _flat_numbers(values, loc)
+    if len(flat) != count:
+        _bad(loc, "data", f"Sizes/Strides address {count} elements, but data has {len(flat)}")
+    kinds = set(map(type, flat))
     target = dt.numpy
     if target.kind in "iu":
-        if arr.dtype.kind == "f" and not np.array_equal(arr, np.trunc(arr)):
-            _bad(loc, "data", f"{dt.value} data must be integers")
-        info = np.iinfo(target)
-        if arr.min() < info.min or arr.max() > info.max:
+        if float in kinds:
+            f = np.asarray(flat, dtype=np.float64)
+            if not np.array_equal(f, np.trunc(f)):
+                _bad(loc, "data", f"{dt.value} data must be integers")
+            info = np.iinfo(target)
+            if f.min() < info.min or f.max() > info.max:
+                _bad(loc, "data", f"a value is outside the range of {dt.value}")
+            buffer = f.astype(target)
+        else:
+            try:
+                buffer = np.array(flat, dtype=target)
+            except OverflowError:
+                _bad(loc, "data", f"a value is outside the range of {dt.value}")
+    else:
+        if int in kinds and max(abs(v) for v in flat if type(v) is int) > 2**53:
+            # Integers that a float cannot hold exactly are a client error, not a rounding.
+            _bad(loc, "data", f"an integer is too large to be represented as {dt.value}")
+        with np.errstate(over="ignore"):
+            buffer = np.asarray(flat, dtype=np.float64).astype(target)
+        if not np.isfinite(buffer).all():
             _bad(loc, "data", f"a value is outside the range of {dt.value}")
-    elif arr.dtype.kind in "iu" and arr.size and np.abs(arr).max() > 2**53:
-        # Integers that a float cannot hold exactly are a client error, not a rounding.
-        _bad(loc, "data", f"an integer is too large to be represented as {dt.value}")
-    with np.errstate(over="ignore"):
-        buffer = np.ascontiguousarray(arr, dtype=target)
     return HostTensor(dt, shape, strides, buffer)
+
+
+def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
+    if not isinstance(values, list):
+        _bad(loc, "data", "data must be a JSON array of numbers")
+    if any(type(v) is list for v in values):
+        try:
+            values = np.asarray(values, dtype=object).reshape(-1).tolist()
+        except ValueError:
+            _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
+    if not set(map(type, values)) <= {int, float, bool}:
+        _bad(loc, "data", "data must hold numbers only")
+    return values
 
 
 def _bad(loc: Loc, field: str, msg: str) -> Any:
