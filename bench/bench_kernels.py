@@ -1,0 +1,273 @@
+"""Time the CuPy PADDING, UNFOLD, FOLD and AVERAGE_POOLING kernels against their PyTorch peers.
+
+One run measures a device-to-device copy (the bandwidth ceiling), every kernel and its
+PyTorch peer on the same device and data (shared through DLPack), as medians of CUDA-event
+timed launches after warm-up. Inputs smaller than 4x L2 rotate over several buffers so the
+numbers are DRAM numbers. Effective bandwidth counts the minimal bytes (each input element
+read once, each output element written once). Each case also checks our output against the
+peer's where the semantics coincide.
+
+    python3 bench/bench_kernels.py [--json out.json] [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from kernels import cupy_backend as cb  # noqa: E402
+
+ROTATE_BYTES = 256 * 2**20  # > 4x the 50-60 MB L2 of an H100/H200
+MAX_BUFFERS = 16
+
+
+def median_ms(fn: Callable[[int], Any], repeat: int, events: Any) -> float:
+    """Median of `repeat` event-timed calls of fn(i), after warm-up; `events` makes events."""
+    for i in range(3):
+        fn(i)
+    times = []
+    for i in range(repeat):
+        start, end = events(), events()
+        start.record()
+        fn(i)
+        end.record()
+        end.synchronize()
+        times.append(start_end_ms(start, end))
+    return statistics.median(times)
+
+
+def start_end_ms(start: Any, end: Any) -> float:
+    if isinstance(start, cupy.cuda.Event):
+        return float(cupy.cuda.get_elapsed_time(start, end))
+    return float(start.elapsed_time(end))
+
+
+def cupy_event() -> Any:
+    return cupy.cuda.Event()
+
+
+def torch_event() -> Any:
+    return torch.cuda.Event(enable_timing=True)
+
+
+def random_buffers(shape: tuple[int, ...], dtype: Any) -> list[Any]:
+    """Several random CuPy arrays of `shape`, enough to exceed L2 when cycled."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    count = max(1, min(MAX_BUFFERS, math.ceil(ROTATE_BYTES / nbytes)))
+    rng = cupy.random.default_rng(0)
+    out = []
+    for _ in range(count):
+        if np.dtype(dtype).kind == "f":
+            values = rng.random(size=shape, dtype=np.float32) * 1.5 + 0.5
+        else:
+            values = cupy.random.randint(1, 100, size=shape)
+        out.append(values.astype(dtype))
+    return out
+
+
+def as_torch(xs: list[Any]) -> list[torch.Tensor]:
+    return [torch.from_dlpack(x) for x in xs]
+
+
+def measure(
+    name: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    ours: Callable[[Any], Any],
+    peer: Callable[[torch.Tensor], torch.Tensor] | None,
+    out_numel: int,
+    repeat: int,
+    ceiling: float,
+    rtol: float = 0.0,
+) -> dict[str, Any]:
+    xs = random_buffers(shape, dtype)
+    ts = as_torch(xs)
+    t_ours = median_ms(lambda i: ours(xs[i % len(xs)]), repeat, cupy_event)
+    row: dict[str, Any] = {"case": name, "dtype": str(np.dtype(dtype)), "ours_ms": t_ours}
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = (math.prod(shape) + out_numel) * itemsize
+    row["ours_GBps"] = nbytes / t_ours / 1e6
+    row["frac_copy"] = row["ours_GBps"] / ceiling
+    row["torch_ms"] = row["torch_GBps"] = row["speedup"] = row["match"] = None
+    if peer is not None:
+        t_peer = median_ms(lambda i: peer(ts[i % len(ts)]), repeat, torch_event)
+        row["torch_ms"] = t_peer
+        row["torch_GBps"] = nbytes / t_peer / 1e6
+        row["speedup"] = t_peer / t_ours
+        got = torch.from_dlpack(ours(xs[0])).double()
+        want = peer(ts[0]).double().reshape(got.shape)
+        row["match"] = bool(torch.allclose(got, want, rtol=rtol, atol=rtol))
+    return row
+
+
+def copy_ceiling(repeat: int) -> float:
+    """GB/s (bytes read + written) of a 1 GiB device-to-device copy through CuPy."""
+    src = cupy.random.default_rng(0).random(2**28, dtype=np.float32)
+    dst = cupy.empty_like(src)
+    t = median_ms(lambda i: dst.__setitem__(Ellipsis, src), repeat, cupy_event)
+    return 2 * src.nbytes / t / 1e6
+
+
+def cases(repeat: int, ceiling: float) -> list[dict[str, Any]]:
+    rows = []
+
+    def add(*args: Any, **kwargs: Any) -> None:
+        try:
+            rows.append(measure(*args, repeat=repeat, ceiling=ceiling, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - report the case and go on with the others
+            print(f"case {args[0]!r} failed: {exc!r}", file=sys.stderr)
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    # PADDING, 16x64x224x224; torch pad (3, 4, 1, 2): W 3 left 4 right, H 1 top 2 bottom.
+    pad_shape = (16, 64, 224, 224)
+    start, end = (0, 0, 1, 3), (0, 0, 2, 4)
+    out_pad = 16 * 64 * 227 * 231
+    torch_pad = (3, 4, 1, 2)
+    for dtype, modes in (
+        (np.float32, ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"]),
+        (np.float16, ["CONSTANT", "REFLECTION"]),
+        (np.int8, ["CONSTANT", "EDGE"]),
+    ):
+        for mode in modes:
+            value = np.dtype(dtype).type(3)
+            peer_mode = {
+                "CONSTANT": "constant",
+                "EDGE": "replicate",
+                "REFLECTION": "reflect",
+                "WRAP": "circular",
+            }.get(mode)
+            if dtype == np.int8 and mode != "CONSTANT":
+                peer_mode = None  # torch has no int8 replicate/reflect on CUDA
+            peer = None
+            if peer_mode == "constant":
+                peer = lambda t: F.pad(t, torch_pad, mode="constant", value=3)  # noqa: E731
+            elif peer_mode is not None:
+                peer = lambda t, m=peer_mode: F.pad(t, torch_pad, mode=m)  # noqa: E731
+            add(
+                f"pad {mode.lower()} 16x64x224x224",
+                pad_shape,
+                dtype,
+                lambda x, m=mode, v=value: cb.padding(x, start, end, m, v),
+                peer,
+                out_pad,
+            )
+    # Large-pad (periodic) reflection: DirectML-only semantics.
+    add(
+        "pad reflection pad>=size 64x64x16x16",
+        (64, 64, 16, 16),
+        np.float32,
+        lambda x: cb.padding(x, (0, 0, 20, 20), (0, 0, 20, 20), "REFLECTION", np.float32(0)),
+        None,
+        64 * 64 * 56 * 56,
+    )
+
+    # UNFOLD / FOLD
+    def unfold_case(label: str, shape: tuple[int, ...], k: int, s: int, p: int) -> None:
+        n, c, h, w = shape
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        cols = n * c * k * k * oh * ow
+        add(
+            f"unfold {label}",
+            shape,
+            np.float32,
+            lambda x: cb.unfold(x, (k, k), (s, s), (1, 1), (p, p), (p, p)),
+            lambda t: F.unfold(t, k, dilation=1, padding=p, stride=s),
+            cols,
+        )
+        add(
+            f"fold {label}",
+            (n, c * k * k, oh * ow),
+            np.float32,
+            lambda x: cb.fold(x, (h, w), (k, k), (s, s), (1, 1), (p, p), (p, p)),
+            lambda t: F.fold(t, (h, w), k, dilation=1, padding=p, stride=s),
+            n * c * h * w,
+            rtol=1e-5,
+        )
+
+    unfold_case("ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0)
+    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1)
+    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1)
+    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1)
+
+    # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
+    def pool_case(shape: tuple[int, ...], k: int, s: int, p: int, dtype: Any = np.float32) -> None:
+        dims = len(shape) - 2
+        outs = [(n + 2 * p - k) // s + 1 for n in shape[2:]]
+        pool = F.avg_pool2d if dims == 2 else F.avg_pool3d
+        add(
+            f"avgpool{dims}d k{k}s{s}p{p} {'x'.join(map(str, shape))}",
+            shape,
+            dtype,
+            lambda x: cb.average_pooling(
+                x, (k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims, True
+            ),
+            lambda t: pool(t, k, s, p, ceil_mode=False, count_include_pad=True),
+            shape[0] * shape[1] * math.prod(outs),
+            rtol=1e-5 if dtype == np.float32 else 2e-3,
+        )
+
+    pool_case((32, 64, 112, 112), 3, 1, 1)
+    pool_case((32, 64, 112, 112), 3, 2, 1)
+    pool_case((32, 64, 112, 112), 2, 2, 0)
+    pool_case((32, 64, 112, 112), 3, 1, 1, np.float16)
+    pool_case((1, 64, 224, 224), 3, 1, 1)
+    pool_case((8, 32, 32, 64, 64), 3, 1, 1)
+    pool_case((8, 32, 32, 64, 64), 2, 2, 0)
+    return rows
+
+
+def fmt(v: Any, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    header = {
+        "device": props["name"].decode(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "cupy": cupy.__version__,
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+    }
+    ceiling = copy_ceiling(args.repeat)
+    header["copy_GBps"] = ceiling
+    print(
+        f"# bench_kernels: {header['device']}, {header['date']}, torch {header['torch']}, "
+        f"cupy {header['cupy']}; copy ceiling {ceiling:.0f} GB/s (read + write)\n"
+    )
+    rows = cases(args.repeat, ceiling)
+    print(
+        "| case | dtype | ours ms | ours GB/s | of copy | torch ms | torch GB/s | speedup | match |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['case']} | {r['dtype']} | {r['ours_ms']:.4f} | {r['ours_GBps']:.0f} | "
+            f"{r['frac_copy']:.0%} | {fmt(r['torch_ms'], '.4f')} | {fmt(r['torch_GBps'], '.0f')} | "
+            f"{fmt(r['speedup'], '.2f')} | {fmt(r['match'], '')} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
