@@ -112,6 +112,10 @@ class BaseClient(Generic[_HttpT]):
         self.encoding: Encoding = encoding
         self._default_headers = dict(default_headers or {})
 
+    def __repr__(self) -> str:
+        # Never the API key: reprs end up in logs and tracebacks.
+        return f"{type(self).__name__}(base_url={str(self.base_url)!r})"
+
     # ---- requests ------------------------------------------------------------------------
 
     def _headers(self, spec: RequestSpec, request_id: str) -> dict[str, str]:

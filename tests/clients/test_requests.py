@@ -21,10 +21,11 @@ def test_base_url_path_prefix_is_kept() -> None:
 
 
 def test_headers_carry_key_request_id_and_defaults() -> None:
-    with Client("http://h.test", api_key="k", default_headers={"X-Team": "a"}) as client:
+    with Client("http://h.test", api_key="s3cr3t", default_headers={"X-Team": "a"}) as client:
         request = client._build_request(RequestSpec("GET", "v2/health/live"), "abc")
-    assert request.headers["authorization"] == "Bearer k"
+    assert request.headers["authorization"] == "Bearer s3cr3t"
     assert request.headers["x-request-id"] == "abc" and request.headers["x-team"] == "a"
+    assert "s3cr3t" not in repr(client)
     with Client("http://h.test") as anonymous:
         plain = anonymous._build_request(RequestSpec("GET", "v2/health/live"), "abc")
     assert "authorization" not in plain.headers
