@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["metavar"] = name.upper()
             if choices:
                 kwargs["choices"] = choices
+                kwargs["type"] = str.lower
         serve.add_argument(_flag(name), dest=name, **kwargs)
     return parser
 
