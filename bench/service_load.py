@@ -1,0 +1,417 @@
+"""dmlserve service benchmark: dmlserve beside a bare FastAPI app, in one run, on loopback.
+
+Cases
+  small  a tiny FLOAT32 CONSTANT PADDING (1x1x4x4 -> 1x1x6x6) as JSON, closed loop at 16 and
+         64 connections: req/s, p50, p99; against dmlserve `/v1/execute` and the bare
+         app's `/pad` (same body, same NumPy work); by the Python client and by wrk if
+         installed.
+  large  a 64 MiB FLOAT32 tensor in the KServe binary framing: dmlserve PADDING with zero
+         pads (binary out) vs the bare app's `/echo` of the same body; sequential.
+  rss    peak RSS (VmHWM) of a fresh dmlserve process serving one 256 MiB request.
+
+Everything is bounded (request count and seconds per point) and loopback-only. Prints a
+markdown report headed by machine, date and command; `--json` prints the results as JSON.
+
+    python bench/service_load.py --backend numpy --output bench/results/service-cpu.md
+    python bench/service_load.py --backend cupy --wrk never     # GPU host (no wrk there)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from service_http import build_request, check_loopback, closed_loop, post_blocking, run_wrk
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+MIB = 1 << 20
+
+SMALL_OP = {
+    "type": "PADDING",
+    "PaddingMode": "CONSTANT",
+    "PaddingValue": 0.5,
+    "StartPadding": [0, 0, 1, 1],
+    "EndPadding": [0, 0, 1, 1],
+}
+
+
+def small_body() -> bytes:
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) / 8
+    tensor = {"DataType": "FLOAT32", "Sizes": list(x.shape), "data": x.ravel().tolist()}
+    return json.dumps({"operator": SMALL_OP, "inputs": {"InputTensor": tensor}}).encode()
+
+
+def framed_body(x: np.ndarray) -> tuple[bytes, dict[str, str]]:
+    """A PADDING with zero pads over `x`, binary in and out (KServe framing)."""
+    rank = x.ndim
+    op = {
+        "type": "PADDING",
+        "PaddingMode": "CONSTANT",
+        "StartPadding": [0] * rank,
+        "EndPadding": [0] * rank,
+    }
+    tensor = {
+        "DataType": "FLOAT32",
+        "Sizes": list(x.shape),
+        "parameters": {"binary_data_size": x.nbytes},
+    }
+    header = json.dumps(
+        {"operator": op, "inputs": {"InputTensor": tensor}, "output_encoding": "binary"}
+    ).encode()
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(len(header)),
+    }
+    return header + x.tobytes(), headers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server(cmd: list[str], port: int, ready_path: str, timeout_s: float) -> Iterator[int]:
+    """Run a server subprocess until the block ends; yields its pid once it answers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLSERVE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    log = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not _answers(port, ready_path):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"server did not start: {shlex.join(cmd)}")
+            time.sleep(0.2)
+        yield proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _answers(port: int, path: str) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+            return s.recv(12).startswith(b"HTTP/1.1 2")
+    except OSError:
+        return False
+
+
+def dmlserve_cmd(port: int, backend: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "serve",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--backend",
+        backend,
+        "--max-request-bytes",
+        str(1 << 30),
+        "--log-level",
+        "warning",
+        "--max-queue",
+        "256",
+    ]
+
+
+def bare_cmd(port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(REPO / "bench"),
+        "bare_app:app",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM of a process, in bytes."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+def post_once(
+    port: int, path: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, float, bytes]:
+    head = build_request(HOST, port, path, body, {**headers, "Connection": "close"})
+    t0 = time.perf_counter()
+    status, data = post_blocking(HOST, port, head, body)
+    return status, time.perf_counter() - t0, data
+
+
+def check_small(port_dml: int, port_bare: int, body: bytes) -> None:
+    """Both servers return the same padded tensor before either is timed."""
+    h = {"Content-Type": "application/json"}
+    outs = []
+    for port, path in ((port_dml, "/v1/execute"), (port_bare, "/pad")):
+        status, _, data = post_once(port, path, body, h)
+        if status != 200:
+            raise SystemExit(f"{path} answered {status}: {data[:500]!r}")
+        outs.append(json.loads(data)["outputs"]["OutputTensor"])
+    if outs[0]["Sizes"] != [1, 1, 6, 6] or outs[0]["data"] != outs[1]["data"]:
+        raise SystemExit(f"the two servers disagree: {outs}")
+
+
+def run_small(args: argparse.Namespace, ports: dict[str, int]) -> list[dict[str, Any]]:
+    body = small_body()
+    check_small(ports["dmlserve"], ports["bare"], body)
+    paths = {"dmlserve": "/v1/execute", "bare": "/pad"}
+    use_wrk = args.wrk == "always" or (args.wrk == "auto" and shutil.which("wrk"))
+    rows = []
+    for conns in args.connections:
+        for name, port in ports.items():
+            head = build_request(
+                HOST, port, paths[name], body, {"Content-Type": "application/json"}
+            )
+            res = asyncio.run(
+                closed_loop(
+                    HOST,
+                    port,
+                    head,
+                    body,
+                    connections=conns,
+                    max_requests=args.requests,
+                    duration_s=args.duration,
+                    warmup_s=args.warmup,
+                )
+            )
+            rows.append({"server": name, **asdict(res)})
+            if use_wrk:
+                url = f"http://{HOST}:{port}{paths[name]}"
+                res = run_wrk(url, body, "application/json", conns, args.duration)
+                rows.append({"server": name, **asdict(res)})
+    return rows
+
+
+def run_large(args: argparse.Namespace, ports: dict[str, int]) -> list[dict[str, Any]]:
+    n = args.large_mib * MIB // 4
+    x = np.random.default_rng(0).standard_normal(n, dtype=np.float32).reshape(1, 1, -1, 1024)
+    body, headers = framed_body(x)
+    payload = x.tobytes()
+    rows = []
+    for name, path in (("dmlserve", "/v1/execute"), ("bare", "/echo")):
+        times = []
+        for i in range(args.large_reps + 1):
+            status, seconds, data = post_once(ports[name], path, body, headers)
+            if status != 200:
+                raise SystemExit(f"{name} {path} answered {status}: {data[:300]!r}")
+            if i == 0 and data[-len(payload) :] != payload:
+                raise SystemExit(f"{name} {path} did not return the tensor unchanged")
+            if i:  # the first is a warm-up (first-touch allocations)
+                times.append(seconds * 1e3)
+        p50 = float(np.median(times))
+        rows.append(
+            {
+                "server": name,
+                "path": path,
+                "payload_mib": args.large_mib,
+                "body_bytes": len(body),
+                "reps": len(times),
+                "p50_ms": p50,
+                "max_ms": max(times),
+                "mib_per_s": args.large_mib / (p50 / 1e3),
+            }
+        )
+    return rows
+
+
+def run_rss(args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS of a fresh dmlserve serving one `rss_mib` request (binary in and out)."""
+    port = free_port()
+    n = args.rss_mib * MIB // 4
+    x = np.ones(n, dtype=np.float32).reshape(1, 1, -1, 1024)
+    body, headers = framed_body(x)
+    with server(
+        dmlserve_cmd(port, args.backend), port, "/v2/health/ready", args.start_timeout
+    ) as pid:
+        # One small request first, so lazily imported code is not counted against the payload.
+        post_once(port, "/v1/execute", small_body(), {"Content-Type": "application/json"})
+        before = proc_status(pid)
+        status, seconds, data = post_once(port, "/v1/execute", body, headers)
+        after = proc_status(pid)
+    if status != 200:
+        raise SystemExit(f"256 MiB request answered {status}: {data[:300]!r}")
+    payload = x.nbytes
+    return {
+        "payload_mib": args.rss_mib,
+        "baseline_rss_mib": before["VmRSS"] / MIB,
+        "peak_rss_mib": after["VmHWM"] / MIB,
+        "seconds": seconds,
+        "peak_over_payload": after["VmHWM"] / payload,
+        "increase_over_payload": (after["VmHWM"] - before["VmRSS"]) / payload,
+    }
+
+
+def machine() -> dict[str, str]:
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1]
+    info = {
+        "cpu": f"{cpu}, {os.cpu_count()} logical CPUs, {int(mem) // (1 << 20)} GiB RAM",
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+    if shutil.which("nvidia-smi"):
+        gpu = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        info["gpu"] = gpu.splitlines()[0] if gpu else "none answered"
+    return info
+
+
+def report(res: dict[str, Any]) -> str:
+    m = res["machine"]
+    out = [
+        "# dmlserve service benchmark",
+        "",
+        f"- machine: {m['cpu']}" + (f"; GPU {m['gpu']}" if "gpu" in m else ""),
+        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}",
+        f"- date: {res['date']}",
+        f"- command: `{res['command']}`",
+        f"- dmlserve backend: `{res['backend']}`; bare = FastAPI + uvicorn doing the same NumPy "
+        "work inline (bench/bare_app.py)",
+        "- client and servers share this machine's cores: absolute numbers are a floor",
+        "",
+    ]
+    if res.get("small"):
+        out += [
+            "## Tiny PADDING over JSON (1x1x4x4 FLOAT32 -> 1x1x6x6), closed loop",
+            "",
+            "| server | client | conns | requests | errors | req/s | p50 ms | p99 ms |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in res["small"]:
+            out.append(
+                f"| {r['server']} | {r['client']} | {r['connections']} | {r['requests']} "
+                f"| {r['errors']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
+            )
+        out.append("")
+    if res.get("large"):
+        out += [
+            "## Large tensor, binary framing, one request at a time",
+            "",
+            "| server | endpoint | payload MiB | reps | p50 ms | max ms | payload MiB/s |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in res["large"]:
+            out.append(
+                f"| {r['server']} | `{r['path']}` | {r['payload_mib']} | {r['reps']} "
+                f"| {r['p50_ms']:.1f} | {r['max_ms']:.1f} | {r['mib_per_s']:.0f} |"
+            )
+        out.append("")
+    if res.get("rss"):
+        r = res["rss"]
+        out += [
+            "## Server peak memory for one large request (fresh process, binary in/out)",
+            "",
+            "| payload MiB | RSS before MiB | peak RSS (VmHWM) MiB | peak / payload "
+            "| (peak - before) / payload |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+            f"| {r['payload_mib']} | {r['baseline_rss_mib']:.0f} | {r['peak_rss_mib']:.0f} "
+            f"| {r['peak_over_payload']:.2f} | {r['increase_over_payload']:.2f} |",
+            "",
+        ]
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--backend", default="numpy", choices=["numpy", "cupy", "auto"])
+    p.add_argument("--connections", type=int, nargs="+", default=[16, 64])
+    p.add_argument("--requests", type=int, default=20000, help="cap per point (measured)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds per point (measured)")
+    p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per point")
+    p.add_argument("--wrk", choices=["auto", "always", "never"], default="auto")
+    p.add_argument("--large-mib", type=int, default=64)
+    p.add_argument("--large-reps", type=int, default=8)
+    p.add_argument("--rss-mib", type=int, default=256)
+    p.add_argument(
+        "--cases", nargs="+", default=["small", "large", "rss"], choices=["small", "large", "rss"]
+    )
+    p.add_argument("--start-timeout", type=float, default=300.0, help="server start (s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    p.add_argument("--output", type=Path, help="also write the markdown report here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    check_loopback(HOST)
+    res: dict[str, Any] = {
+        "machine": machine(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join(["python", os.path.relpath(__file__, REPO), *sys.argv[1:]]),
+        "backend": args.backend,
+    }
+    if {"small", "large"} & set(args.cases):
+        ports = {"dmlserve": free_port(), "bare": free_port()}
+        dml = dmlserve_cmd(ports["dmlserve"], args.backend)
+        with (
+            server(dml, ports["dmlserve"], "/v2/health/ready", args.start_timeout),
+            server(bare_cmd(ports["bare"]), ports["bare"], "/health", 60),
+        ):
+            if "small" in args.cases:
+                res["small"] = run_small(args, ports)
+            if "large" in args.cases:
+                res["large"] = run_large(args, ports)
+    if "rss" in args.cases:
+        res["rss"] = run_rss(args)
+    text = report(res)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+    print(json.dumps(res, indent=2) if args.json else text)
+
+
+if __name__ == "__main__":
+    main()
