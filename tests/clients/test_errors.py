@@ -74,8 +74,9 @@ def test_unframed_garbage_is_a_bad_request_and_text_is_unsupported(client: Clien
 
 async def test_full_queue_is_rate_limited_then_retries_succeed() -> None:
     app = make_app(max_concurrency=1, max_queue=0, retry_after_s=0)
-    x = np.random.default_rng(0).integers(0, 255, size=(4, 16, 64, 64), dtype=np.uint8)
-    w = np.random.default_rng(1).integers(-128, 127, size=(16, 16, 3, 3), dtype=np.int8)
+    # Heavy enough (~0.4 s on NumPy) that the first call still computes when the rest arrive.
+    x = np.random.default_rng(0).integers(0, 255, size=(8, 32, 64, 64), dtype=np.uint8)
+    w = np.random.default_rng(1).integers(-128, 127, size=(32, 32, 3, 3), dtype=np.int8)
     async with inprocess_async_client(app, max_retries=0) as client:
         results = await asyncio.gather(
             *(client.convolution_integer(x, w) for _ in range(6)), return_exceptions=True
