@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -72,7 +73,7 @@ def test_unframed_garbage_is_a_bad_request_and_text_is_unsupported(client: Clien
         client._request(text, client._parse_json)
 
 
-async def test_full_queue_is_rate_limited_then_retries_succeed() -> None:
+async def test_full_queue_is_rate_limited() -> None:
     app = make_app(max_concurrency=1, max_queue=0, retry_after_s=0)
     # Heavy enough (~0.4 s on NumPy) that the first call still computes when the rest arrive.
     x = np.random.default_rng(0).integers(0, 255, size=(8, 32, 64, 64), dtype=np.uint8)
@@ -95,3 +96,18 @@ async def test_request_over_the_time_limit_is_a_gateway_timeout() -> None:
         with pytest.raises(clients.GatewayTimeoutError) as info:
             await client.convolution_integer(x, w)
     assert info.value.status_code == 504
+
+
+async def test_full_queue_is_retried_after_retry_after() -> None:
+    app = make_app(max_concurrency=1, max_queue=0, retry_after_s=1)
+    x = np.random.default_rng(0).integers(0, 255, size=(8, 32, 64, 64), dtype=np.uint8)
+    w = np.random.default_rng(1).integers(-128, 127, size=(32, 32, 3, 3), dtype=np.int8)
+    async with inprocess_async_client(app, max_retries=2) as client:
+        # The second call meets a full queue, waits the 1 s Retry-After, and then gets through.
+        start = time.monotonic()
+        first, second = await asyncio.gather(
+            client.convolution_integer(x, w), client.convolution_integer(x, w)
+        )
+        elapsed = time.monotonic() - start
+    np.testing.assert_array_equal(first, second)
+    assert elapsed >= 1.0  # the wait proves the 429 happened and was retried
