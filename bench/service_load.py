@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shlex
 import shutil
 import socket
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from service_http import build_request, check_loopback, closed_loop, post_blocking, run_wrk
+from service_report import machine, report
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -280,88 +280,6 @@ def run_rss(args: argparse.Namespace) -> dict[str, Any]:
         "peak_over_payload": after["VmHWM"] / payload,
         "increase_over_payload": (after["VmHWM"] - before["VmRSS"]) / payload,
     }
-
-
-def machine() -> dict[str, str]:
-    cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    mem = Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1]
-    info = {
-        "cpu": f"{cpu}, {os.cpu_count()} logical CPUs, {int(mem) // (1 << 20)} GiB RAM",
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-    }
-    if shutil.which("nvidia-smi"):
-        gpu = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        info["gpu"] = gpu.splitlines()[0] if gpu else "none answered"
-    return info
-
-
-def report(res: dict[str, Any]) -> str:
-    m = res["machine"]
-    out = [
-        "# dmlserve service benchmark",
-        "",
-        f"- machine: {m['cpu']}" + (f"; GPU {m['gpu']}" if "gpu" in m else ""),
-        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}",
-        f"- date: {res['date']}",
-        f"- command: `{res['command']}`",
-        f"- dmlserve backend: `{res['backend']}`; bare = FastAPI + uvicorn doing the same NumPy "
-        "work inline (bench/bare_app.py)",
-        "- client and servers share this machine's cores: absolute numbers are a floor",
-        "",
-    ]
-    if res.get("small"):
-        out += [
-            "## Tiny PADDING over JSON (1x1x4x4 FLOAT32 -> 1x1x6x6), closed loop",
-            "",
-            "| server | client | conns | requests | errors | req/s | p50 ms | p99 ms |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for r in res["small"]:
-            out.append(
-                f"| {r['server']} | {r['client']} | {r['connections']} | {r['requests']} "
-                f"| {r['errors']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
-            )
-        out.append("")
-    if res.get("large"):
-        out += [
-            "## Large tensor, binary framing, one request at a time",
-            "",
-            "| server | endpoint | payload MiB | reps | p50 ms | max ms | payload MiB/s |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for r in res["large"]:
-            out.append(
-                f"| {r['server']} | `{r['path']}` | {r['payload_mib']} | {r['reps']} "
-                f"| {r['p50_ms']:.1f} | {r['max_ms']:.1f} | {r['mib_per_s']:.0f} |"
-            )
-        out.append("")
-    if res.get("rss"):
-        r = res["rss"]
-        out += [
-            "## Server peak memory for one large request (fresh process, binary in/out)",
-            "",
-            "| payload MiB | RSS before MiB | peak RSS (VmHWM) MiB | peak / payload "
-            "| (peak - before) / payload |",
-            "| ---: | ---: | ---: | ---: | ---: |",
-            f"| {r['payload_mib']} | {r['baseline_rss_mib']:.0f} | {r['peak_rss_mib']:.0f} "
-            f"| {r['peak_over_payload']:.2f} | {r['increase_over_payload']:.2f} |",
-            "",
-        ]
-    return "\n".join(out)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
