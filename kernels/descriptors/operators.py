@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, ValidationError
 
-from ..errors import DescriptorError
+from ..errors import DescriptorError, ErrorItem
 from ._base import DataTypeField, DmlModel, Errors, TensorDesc, wire_name
 
 _OPERATOR_PREFIX = "DML_OPERATOR_"
@@ -239,7 +239,7 @@ def attr_name(wire: str) -> str:
 
 def validation_errors(exc: ValidationError) -> DescriptorError:
     """A pydantic ValidationError in our error shape, without the union tag in locations."""
-    items = []
+    items: list[ErrorItem] = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         if loc and loc[0] in OPERATOR_TYPES:

@@ -57,7 +57,9 @@ def fill_value(op: PaddingOperator, data_type: DataType) -> np.generic:
         return _to_float(as_float32, data_type, shown=value)
     if not math.isfinite(as_float32):
         raise ValueError(f"PaddingValue {value} cannot be converted to {data_type.value}")
-    return _integer(int(np.trunc(as_float32)), data_type, shown=value, negative=as_float32 < 0)
+    return _integer(
+        int(np.trunc(as_float32)), data_type, shown=value, negative=bool(as_float32 < 0)
+    )
 
 
 def _exact(value: int | float, data_type: DataType) -> np.generic:
@@ -75,7 +77,7 @@ def _exact(value: int | float, data_type: DataType) -> np.generic:
 def _to_float(value: float | np.floating, data_type: DataType, *, shown: float) -> np.generic:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        converted = data_type.numpy.type(value)
+        converted: np.generic = data_type.numpy.type(value)
     if math.isfinite(float(value)) and not math.isfinite(float(converted)):
         raise ValueError(f"PaddingValue {shown} is out of range for {data_type.value}")
     return converted
@@ -90,4 +92,5 @@ def _integer(value: int, data_type: DataType, *, shown: float, negative: bool) -
             f"PaddingValue {shown} is out of range for {data_type.value} "
             f"[{info.min}, {info.max}] (after truncation toward zero)"
         )
-    return data_type.numpy.type(value)
+    result: np.generic = data_type.numpy.type(value)
+    return result

@@ -46,4 +46,5 @@ def average_pooling(
         inside = unfold(np.ones((1, 1, *x.shape[2:]), dtype=accumulate), *geometry)
         divisor = inside.reshape(1, 1, taps, *out_sizes).sum(axis=2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (sums / divisor).astype(x.dtype, order="C")
+        out: Array = (sums / divisor).astype(x.dtype, order="C")
+    return out

@@ -51,4 +51,5 @@ def convolution_integer(
     # (G, M/G, C/G*prod(K)) @ (N, G, C/G*prod(K), B) -> (N, G, M/G, B): one matrix product per
     # group, exact in int64; astype then keeps the low 32 bits (two's-complement wrap).
     products = np.matmul(filters, columns)
-    return products.reshape(n, m, *out_sizes).astype(np.int32, order="C")
+    out: Array = products.reshape(n, m, *out_sizes).astype(np.int32, order="C")
+    return out
