@@ -34,13 +34,17 @@ COPY --from=wheel /wheels /wheels
 RUN /opt/venv/bin/python -m pip install --no-cache-dir --no-deps /wheels/*.whl
 
 # ---------------------------------------------------------------------------
-# gpu-python: Ubuntu's Python 3.12 on the CUDA runtime base. The version is pinned to the
-# upstream release; the Ubuntu revision is left open so security updates still apply and the
-# build does not break when the archive drops an old revision.
+# gpu-python: Ubuntu's Python 3.12 on the CUDA runtime base, plus the CUDA runtime headers
+# that NVRTC needs to compile the kernels at run time (they include <cuda_fp16.h>; the runtime
+# image ships libraries only). The headers are pinned to the exact cudart version of the base
+# image (NV_CUDA_CUDART_VERSION, set by NVIDIA's base image). Python is pinned to the upstream
+# release; the Ubuntu revision is left open so security updates still apply and the build
+# does not break when the archive drops an old revision.
 FROM ${CUDA_IMAGE} AS gpu-python
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         python3.12=3.12.3-1ubuntu0.* \
+        cuda-cudart-dev-13-0="${NV_CUDA_CUDART_VERSION}" \
     && rm -rf /var/lib/apt/lists/*
 
 # gpu-venv: the CuPy backend's virtual environment (venv support is needed only to build it).
