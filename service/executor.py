@@ -54,8 +54,17 @@ class ComputeLimiter:
     def running(self) -> int:
         return self._slots.borrowed_tokens
 
-    async def run(self, fn: Callable[[], T], timeout_s: float, timings: Timings) -> T:
-        """Run `fn` in a worker thread under a slot, within `timeout_s` of queueing."""
+    async def run(
+        self,
+        fn: Callable[[], T],
+        timeout_s: float,
+        timings: Timings,
+        on_dequeue: Callable[[], None] = lambda: None,
+    ) -> T:
+        """Run `fn` in a worker thread under a slot, within `timeout_s` of queueing.
+
+        `on_dequeue` runs once the request leaves the queue (slot acquired, or given up).
+        """
         if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
             raise QueueFullError(
                 f"{self.waiting} requests are already waiting for a compute slot "
@@ -71,6 +80,7 @@ class ComputeLimiter:
                     await self._slots.acquire_on_behalf_of(token)
                 finally:
                     self.waiting -= 1
+                    on_dequeue()
                 timings.queue = time.perf_counter() - start
                 return await anyio.to_thread.run_sync(
                     self._in_slot, fn, token, abandon_on_cancel=True, limiter=self._threads

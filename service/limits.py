@@ -7,6 +7,7 @@ bodies count their decoded size against the same limit, decompressed in bounded 
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Literal
@@ -18,6 +19,7 @@ from service.errors import BadRequestError, PayloadTooLargeError, UnsupportedMed
 
 HEADER_LENGTH = "inference-header-content-length"
 _OFFLOAD_BYTES = 1 << 20  # decompress larger bodies off the event loop
+_DIGITS = re.compile(r"^[0-9]{1,18}$")  # ASCII digits only: str.isdigit() accepts "²"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ async def read_body(request: Request, limit: int) -> Body:
             f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none"
         )
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and _DIGITS.match(declared) and int(declared) > limit:
         raise PayloadTooLargeError("max_request_bytes", limit, int(declared), "request body")
     raw = await _read_limited(request, limit)
     received = len(raw)
@@ -114,7 +116,7 @@ def _inflate(raw: bytes, wbits: int, limit: int) -> bytes:
 
 def _split_framing(header: str, body: memoryview, received: int) -> Body:
     text = header.strip()
-    if not text.isdigit():
+    if not _DIGITS.match(text):
         raise BadRequestError(
             f"Inference-Header-Content-Length must be a byte count, got {header[:40]!r}"
         )

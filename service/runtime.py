@@ -113,7 +113,7 @@ def as_unprocessable(exc: DescriptorError, loc: tuple[str | int, ...] = ()) -> U
 
 
 async def compute(
-    state: ServiceState, op: OperatorBase, inputs: Mapping[str, HostTensor]
+    state: ServiceState, op: OperatorBase, inputs: Mapping[str, HostTensor], model: str = ""
 ) -> Outcome:
     """Run a resolved operator under the limiter, with every limit checked before allocating."""
     backend = state.require_ready()
@@ -136,7 +136,9 @@ async def compute(
         except DescriptorError as exc:
             raise as_unprocessable(exc) from None
 
-    output = await state.limiter.run(work, s.request_timeout_s, timings)
+    pending = state.metrics.nv_pending.labels(model or str(op.type), "1")
+    pending.inc()
+    output = await state.limiter.run(work, s.request_timeout_s, timings, on_dequeue=pending.dec)
     return Outcome(op, output, timings)
 
 

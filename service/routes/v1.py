@@ -124,7 +124,7 @@ async def execute_registered(name: str, request: Request, state: StateDep) -> Re
         req = validate(OperatorExecuteRequest, await parse_json(body.json))
         inputs, default = decode_v1_inputs(req.inputs, body, state.settings.max_tensor_bytes)
         op = bind(reg.operator, inputs, ("operator",))
-        outcome = await compute(state, op, inputs)
+        outcome = await compute(state, op, inputs, reg.name)
         backend = state.require_ready().name
         encoding = req.output_encoding or default
         response, nbytes = encode_v1_outputs({"OutputTensor": outcome.output}, backend, encoding)

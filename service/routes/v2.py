@@ -98,7 +98,7 @@ async def infer(
         binary = wants_binary(req)
         inputs = decode_infer_inputs(req, body, reg.operator, state.settings.max_tensor_bytes)
         op = bind(reg.operator, inputs)
-        outcome = await compute(state, op, inputs)
+        outcome = await compute(state, op, inputs, reg.name)
         response, nbytes = infer_response(
             reg.name, req.id, {"OutputTensor": outcome.output}, binary
         )

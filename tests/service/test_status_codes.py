@@ -196,3 +196,22 @@ async def test_v2_errors_are_error_objects(client: httpx.AsyncClient, status: in
     version = "2" if status == 404 else "1"
     url = f"/v2/models/{name}/versions/{version}/infer"
     assert_v2_error(await client.post(url, json={"inputs": [tensor]}), status)
+
+
+async def test_500_is_reserved_for_defects() -> None:
+    # A route added here raises: the catch-all answers in the problem shape (and logs).
+    app = create_app(Settings(backend="numpy"))
+
+    @app.get("/v1/defect")
+    async def defect() -> None:
+        raise RuntimeError("a defect")
+
+    @app.get("/v2/defect")
+    async def defect_v2() -> None:
+        raise RuntimeError("a defect")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://dmlserve") as c:
+        doc = assert_problem(await c.get("/v1/defect"), 500)
+        assert "bug" in doc["detail"] and "a defect" not in doc["detail"]
+        assert_v2_error(await c.get("/v2/defect"), 500)
