@@ -12,7 +12,7 @@ import binascii
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn, cast
 
 import numpy as np
 
@@ -44,7 +44,8 @@ class HostTensor:
 
     def view(self) -> np.ndarray:
         """The tensor as an array (a strided view over the buffer, never a copy)."""
-        return as_tensor_view(self.buffer, self.sizes, self.strides)
+        view: np.ndarray = as_tensor_view(self.buffer, self.sizes, self.strides)
+        return view
 
 
 def as_tensor_view(buffer: Any, sizes: Sequence[int], strides: Sequence[int] | None) -> Any:
@@ -203,10 +204,10 @@ def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
             _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
     if not set(map(type, values)) <= {int, float, bool}:
         _bad(loc, "data", "data must hold numbers only")
-    return values
+    return cast(list[Any], values)
 
 
-def _bad(loc: Loc, field: str, msg: str) -> Any:
+def _bad(loc: Loc, field: str, msg: str) -> NoReturn:
     raise UnprocessableError(
         f"{_dotted((*loc, field))}: {msg}", errors=[{"loc": [*loc, field], "msg": msg}]
     )
@@ -224,7 +225,7 @@ def packed_bytes(arr: np.ndarray) -> memoryview:
     a = np.ascontiguousarray(arr)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
-    return memoryview(a).cast("B")
+    return a.data.cast("B")
 
 
 def json_values(arr: np.ndarray) -> np.ndarray:

@@ -20,24 +20,36 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="DMLSERVE_", frozen=True, extra="ignore")
 
-    backend: BackendName = Field("auto", description="auto picks CuPy when a CUDA device answers")
-    host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(8000, ge=0, le=65535, description="TCP port to listen on")
-    device: int = Field(0, ge=0, description="CUDA device ordinal (cupy backend)")
-    api_keys: Annotated[tuple[str, ...], NoDecode] = Field(
-        (), description="comma-separated bearer keys; empty disables auth"
+    backend: BackendName = Field(
+        default="auto", description="auto picks CuPy when a CUDA device answers"
     )
-    max_request_bytes: int = Field(64 * MIB, ge=1, description="request body limit, decoded")
-    max_tensor_bytes: int = Field(GIB, ge=1, description="limit on one input tensor's bytes")
-    max_output_bytes: int = Field(GIB, ge=1, description="limit on one output tensor's bytes")
-    max_concurrency: int = Field(2, ge=1, description="operators computing at once")
-    max_queue: int = Field(64, ge=0, description="requests waiting for a compute slot")
-    request_timeout_s: float = Field(60.0, gt=0, description="per-request time limit (504)")
-    retry_after_s: int = Field(1, ge=0, description="Retry-After on 429 and 503")
-    log_level: LogLevel = Field("info", description="log level of the JSON logs")
-    cupy_cache_dir: str | None = Field(None, description="CuPy kernel cache (CUPY_CACHE_DIR)")
-    warmup: bool = Field(True, description="run every operator once at start-up")
-    shutdown_timeout_s: float = Field(30.0, gt=0, description="grace period for in-flight work")
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=8000, ge=0, le=65535, description="TCP port to listen on")
+    device: int = Field(default=0, ge=0, description="CUDA device ordinal (cupy backend)")
+    api_keys: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="comma-separated bearer keys; empty disables auth"
+    )
+    max_request_bytes: int = Field(
+        default=64 * MIB, ge=1, description="request body limit, decoded"
+    )
+    max_tensor_bytes: int = Field(
+        default=GIB, ge=1, description="limit on one input tensor's bytes"
+    )
+    max_output_bytes: int = Field(
+        default=GIB, ge=1, description="limit on one output tensor's bytes"
+    )
+    max_concurrency: int = Field(default=2, ge=1, description="operators computing at once")
+    max_queue: int = Field(default=64, ge=0, description="requests waiting for a compute slot")
+    request_timeout_s: float = Field(default=60.0, gt=0, description="per-request time limit (504)")
+    retry_after_s: int = Field(default=1, ge=0, description="Retry-After on 429 and 503")
+    log_level: LogLevel = Field(default="info", description="log level of the JSON logs")
+    cupy_cache_dir: str | None = Field(
+        default=None, description="CuPy kernel cache (CUPY_CACHE_DIR)"
+    )
+    warmup: bool = Field(default=True, description="run every operator once at start-up")
+    shutdown_timeout_s: float = Field(
+        default=30.0, gt=0, description="grace period for in-flight work"
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
