@@ -27,6 +27,7 @@ from service.encoding import HostTensor, as_tensor_view
 from service.errors import GatewayTimeoutError, QueueFullError, UnavailableError
 
 T = TypeVar("T")
+_CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (e.g. pinned host memory)
 
 
 @dataclass
@@ -140,31 +141,43 @@ class Backend:
         import cupy
 
         try:
-            with cupy.cuda.Device(self.device):
-                stream = self._stream()
-                with stream:
-                    t0 = time.perf_counter()
-                    staged = {n: _to_device(t, stream) for n, t in inputs.items()}
-                    # The pinned staging buffers must outlive the async copies.
-                    stream.synchronize()
-                    device_inputs = {n: view for n, (view, _) in staged.items()}
-                    del staged
-                    t1 = time.perf_counter()
-                    out = kernels.execute(op, device_inputs, backend="cupy")["OutputTensor"]
-                    stream.synchronize()
-                    t2 = time.perf_counter()
-                    host = _to_host(out, stream)
-                    del out, device_inputs
-                    t3 = time.perf_counter()
-            timings.transfer = (t1 - t0) + (t3 - t2)
-            timings.compute = t2 - t1
-            return host
+            return self._cupy_pipeline(op, inputs, timings)
         except cupy.cuda.memory.OutOfMemoryError:
-            release_device_memory()
-            raise UnavailableError(
-                "the GPU is out of memory for this request; retry later or send less",
-                self.retry_after_s,
-            ) from None
+            pass
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            if exc.status != _CUDA_ERROR_MEMORY_ALLOCATION:
+                raise
+        # Out of memory. Past the except block the exception and its traceback are gone, and
+        # with them the last references to this request's device arrays: the pool can free them.
+        release_device_memory()
+        raise UnavailableError(
+            "the GPU is out of memory for this request; retry later or send less",
+            self.retry_after_s,
+        )
+
+    def _cupy_pipeline(
+        self, op: OperatorBase, inputs: Mapping[str, HostTensor], timings: Timings
+    ) -> np.ndarray:
+        import cupy
+
+        with cupy.cuda.Device(self.device):
+            stream = self._stream()
+            with stream:
+                t0 = time.perf_counter()
+                staged = {n: _to_device(t, stream) for n, t in inputs.items()}
+                # The pinned staging buffers must outlive the async copies.
+                stream.synchronize()
+                device_inputs = {n: view for n, (view, _) in staged.items()}
+                del staged
+                t1 = time.perf_counter()
+                out = kernels.execute(op, device_inputs, backend="cupy")["OutputTensor"]
+                stream.synchronize()
+                t2 = time.perf_counter()
+                host = _to_host(out, stream)
+                t3 = time.perf_counter()
+        timings.transfer = (t1 - t0) + (t3 - t2)
+        timings.compute = t2 - t1
+        return host
 
     def memory_in_use(self) -> int | None:
         """Bytes held by CuPy's device memory pool (None on NumPy)."""
