@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -160,6 +160,21 @@ async def warm_registered(state: ServiceState, op: OperatorBase) -> None:
         logger.info("warm-up skipped: operator too large", extra={"operator": str(op.type)})
         return
     await compute(state, bound, inputs)
+
+
+_INLINE_BYTES = 1 << 20
+R = TypeVar("R")
+
+
+async def offload(size: int, fn: Callable[..., R], *args: Any) -> R:
+    """`fn(*args)` inline when `size` bytes of work is small, else in a worker thread.
+
+    Decoding JSON numbers or base64 and encoding large outputs would otherwise block the
+    event loop (and every other request) for as long as they take.
+    """
+    if size < _INLINE_BYTES:
+        return fn(*args)
+    return await anyio.to_thread.run_sync(fn, *args)
 
 
 def error_status(exc: BaseException) -> int:

@@ -11,7 +11,15 @@ from kernels import DescriptorError
 from service.limits import read_body
 from service.observability import require_key
 from service.registry import check_name, resolve_for_registration
-from service.runtime import Observation, StateDep, as_unprocessable, bind, compute, warm_registered
+from service.runtime import (
+    Observation,
+    StateDep,
+    as_unprocessable,
+    bind,
+    compute,
+    offload,
+    warm_registered,
+)
 from service.schemas import (
     ExecuteRequest,
     ExecuteResponse,
@@ -60,13 +68,18 @@ async def execute(request: Request, state: StateDep) -> Response:
     with Observation(state, body.received_bytes) as obs:
         req = validate(ExecuteRequest, await parse_json(body.json))
         obs.operator = str(req.operator.get("type", "unknown")).removeprefix("DML_OPERATOR_")
-        inputs, default = decode_v1_inputs(req.inputs, body, state.settings.max_tensor_bytes)
+        inputs, default = await offload(
+            len(body.json), decode_v1_inputs, req.inputs, body, state.settings.max_tensor_bytes
+        )
         op = bind(req.operator, inputs, ("operator",))
         obs.operator = str(op.type)
         outcome = await compute(state, op, inputs)
         backend = state.require_ready().name
         encoding = req.output_encoding or default
-        response, nbytes = encode_v1_outputs({"OutputTensor": outcome.output}, backend, encoding)
+        response, nbytes = await offload(
+            outcome.output.nbytes, encode_v1_outputs, {"OutputTensor": outcome.output}, backend,
+            encoding,
+        )  # fmt: skip
         obs.finished(outcome, nbytes)
         return response
 
@@ -122,11 +135,16 @@ async def execute_registered(name: str, request: Request, state: StateDep) -> Re
     with Observation(state, body.received_bytes) as obs:
         obs.operator, obs.model = reg.type, reg.name
         req = validate(OperatorExecuteRequest, await parse_json(body.json))
-        inputs, default = decode_v1_inputs(req.inputs, body, state.settings.max_tensor_bytes)
+        inputs, default = await offload(
+            len(body.json), decode_v1_inputs, req.inputs, body, state.settings.max_tensor_bytes
+        )
         op = bind(reg.operator, inputs, ("operator",))
         outcome = await compute(state, op, inputs, reg.name)
         backend = state.require_ready().name
         encoding = req.output_encoding or default
-        response, nbytes = encode_v1_outputs({"OutputTensor": outcome.output}, backend, encoding)
+        response, nbytes = await offload(
+            outcome.output.nbytes, encode_v1_outputs, {"OutputTensor": outcome.output}, backend,
+            encoding,
+        )  # fmt: skip
         obs.finished(outcome, nbytes)
         return response

@@ -20,7 +20,7 @@ from service.kserve import (
 from service.limits import read_body
 from service.observability import require_key
 from service.registry import RegisteredOperator
-from service.runtime import Observation, StateDep, bind, compute
+from service.runtime import Observation, StateDep, bind, compute, offload
 from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata, V2Error
 from service.wire import json_response, parse_json, validate
 
@@ -96,11 +96,15 @@ async def infer(
         obs.operator, obs.model = reg.type, reg.name
         req = validate(InferRequest, await parse_json(body.json))
         binary = wants_binary(req)
-        inputs = decode_infer_inputs(req, body, reg.operator, state.settings.max_tensor_bytes)
+        inputs = await offload(
+            len(body.json), decode_infer_inputs, req, body, reg.operator,
+            state.settings.max_tensor_bytes,
+        )  # fmt: skip
         op = bind(reg.operator, inputs)
         outcome = await compute(state, op, inputs, reg.name)
-        response, nbytes = infer_response(
-            reg.name, req.id, {"OutputTensor": outcome.output}, binary
-        )
+        response, nbytes = await offload(
+            outcome.output.nbytes, infer_response, reg.name, req.id,
+            {"OutputTensor": outcome.output}, binary,
+        )  # fmt: skip
         obs.finished(outcome, nbytes)
         return response

@@ -164,3 +164,17 @@ async def test_payload_rules(client: httpx.AsyncClient) -> None:
         assert r.status_code == 422, (what, r.text)  # type: ignore[attr-defined]
     ok = await post({**base, "data": [1.0, -2.0, 3, 4]})  # integral floats are accepted
     assert ok.status_code == 200  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("encoding", ["json", "b64"])
+async def test_large_bodies_decode_and_encode_off_the_event_loop(
+    any_client: httpx.AsyncClient, encoding: str
+) -> None:
+    # Over 1 MiB of JSON numbers / base64 in and out: the worker-thread paths.
+    x = np.random.default_rng(3).standard_normal((1, 2, 300, 400)).astype(np.float32)
+    body, headers = execute_request(EDGE, {"InputTensor": x}, encoding)
+    assert len(body) > 1 << 20
+    r = await any_client.post("/v1/execute", content=body, headers=headers)
+    assert r.status_code == 200, r.text
+    _, out = read_outputs(r.content, r.headers)
+    np.testing.assert_array_equal(out["OutputTensor"], _pad_edge(x))
