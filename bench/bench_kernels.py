@@ -1,8 +1,10 @@
 """Time the CuPy PADDING, UNFOLD, FOLD and AVERAGE_POOLING kernels against their PyTorch peers.
 
 One run measures a device-to-device copy (the bandwidth ceiling), every kernel and its
-PyTorch peer on the same device and data (shared through DLPack), as medians of CUDA-event
-timed launches after warm-up. Inputs smaller than 4x L2 rotate over several buffers so the
+PyTorch peer on the same device and data (shared through DLPack). GPU time: medians of
+CUDA-event-timed batches of back-to-back calls queued behind a spin kernel (host overhead
+hidden); call time: medians of single event-timed calls from an idle GPU (host overhead
+included). Three warm-up calls first. Inputs smaller than 4x L2 rotate over several buffers so the
 numbers are DRAM numbers. Effective bandwidth counts the minimal bytes (each input element
 read once, each output element written once). Each case also checks our output against the
 peer's where the semantics coincide.
@@ -35,32 +37,47 @@ ROTATE_BYTES = 256 * 2**20  # > 4x the 50-60 MB L2 of an H100/H200
 MAX_BUFFERS = 16
 
 
-def median_ms(fn: Callable[[int], Any], repeat: int, events: Any) -> float:
-    """Median of `repeat` event-timed calls of fn(i), after warm-up; `events` makes events."""
+BATCH = 10
+SPIN_CYCLES = 10_000_000  # ~5 ms at 1.98 GHz: longer than the host needs to queue a batch
+
+
+def call_ms(fn: Callable[[int], Any], repeat: int) -> float:
+    """Median time of one call from an idle GPU: host overhead (Python, launch) included."""
     for i in range(3):
         fn(i)
     times = []
     for i in range(repeat):
-        start, end = events(), events()
+        start, end = torch_event(), torch_event()
         start.record()
         fn(i)
         end.record()
         end.synchronize()
-        times.append(start_end_ms(start, end))
+        times.append(float(start.elapsed_time(end)))
     return statistics.median(times)
 
 
-def start_end_ms(start: Any, end: Any) -> float:
-    if isinstance(start, cupy.cuda.Event):
-        return float(cupy.cuda.get_elapsed_time(start, end))
-    return float(start.elapsed_time(end))
-
-
-def cupy_event() -> Any:
-    return cupy.cuda.Event()
+def gpu_ms(fn: Callable[[int], Any], repeat: int) -> float:
+    """Median GPU time per call: a spin kernel queued first lets the host run ahead, so a batch
+    of BATCH calls is timed back to back on the device, without host overhead."""
+    for i in range(3):
+        fn(i)
+    torch.cuda.synchronize()
+    times = []
+    for r in range(repeat):
+        start, end = torch_event(), torch_event()
+        torch.cuda._sleep(SPIN_CYCLES)
+        start.record()
+        for j in range(BATCH):
+            fn(r * BATCH + j)
+        end.record()
+        end.synchronize()
+        times.append(float(start.elapsed_time(end)) / BATCH)
+    return statistics.median(times)
 
 
 def torch_event() -> Any:
+    # CuPy's and PyTorch's default streams are both the legacy default stream, so these
+    # events order with CuPy launches too.
     return torch.cuda.Event(enable_timing=True)
 
 
@@ -96,16 +113,19 @@ def measure(
 ) -> dict[str, Any]:
     xs = random_buffers(shape, dtype)
     ts = as_torch(xs)
-    t_ours = median_ms(lambda i: ours(xs[i % len(xs)]), repeat, cupy_event)
+    t_ours = gpu_ms(lambda i: ours(xs[i % len(xs)]), repeat)
     row: dict[str, Any] = {"case": name, "dtype": str(np.dtype(dtype)), "ours_ms": t_ours}
+    row["ours_call_ms"] = call_ms(lambda i: ours(xs[i % len(xs)]), repeat)
     itemsize = np.dtype(dtype).itemsize
     nbytes = (math.prod(shape) + out_numel) * itemsize
     row["ours_GBps"] = nbytes / t_ours / 1e6
     row["frac_copy"] = row["ours_GBps"] / ceiling
     row["torch_ms"] = row["torch_GBps"] = row["speedup"] = row["match"] = None
+    row["torch_call_ms"] = None
     if peer is not None:
-        t_peer = median_ms(lambda i: peer(ts[i % len(ts)]), repeat, torch_event)
+        t_peer = gpu_ms(lambda i: peer(ts[i % len(ts)]), repeat)
         row["torch_ms"] = t_peer
+        row["torch_call_ms"] = call_ms(lambda i: peer(ts[i % len(ts)]), repeat)
         row["torch_GBps"] = nbytes / t_peer / 1e6
         row["speedup"] = t_peer / t_ours
         got = torch.from_dlpack(ours(xs[0])).double()
@@ -118,7 +138,7 @@ def copy_ceiling(repeat: int) -> float:
     """GB/s (bytes read + written) of a 1 GiB device-to-device copy through CuPy."""
     src = cupy.random.default_rng(0).random(2**28, dtype=np.float32)
     dst = cupy.empty_like(src)
-    t = median_ms(lambda i: dst.__setitem__(Ellipsis, src), repeat, cupy_event)
+    t = gpu_ms(lambda i: dst.__setitem__(Ellipsis, src), repeat)
     return 2 * src.nbytes / t / 1e6
 
 
@@ -256,14 +276,18 @@ def main() -> None:
     )
     rows = cases(args.repeat, ceiling)
     print(
-        "| case | dtype | ours ms | ours GB/s | of copy | torch ms | torch GB/s | speedup | match |"
+        "| case | dtype | ours µs | ours GB/s | of copy | torch µs | torch GB/s | speedup "
+        "| ours call µs | torch call µs | match |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        us = {k: None if r[k] is None else 1e3 * r[k] for k in r if k.endswith("_ms")}
         print(
-            f"| {r['case']} | {r['dtype']} | {r['ours_ms']:.4f} | {r['ours_GBps']:.0f} | "
-            f"{r['frac_copy']:.0%} | {fmt(r['torch_ms'], '.4f')} | {fmt(r['torch_GBps'], '.0f')} | "
-            f"{fmt(r['speedup'], '.2f')} | {fmt(r['match'], '')} |"
+            f"| {r['case']} | {r['dtype']} | {us['ours_ms']:.1f} | {r['ours_GBps']:.0f} | "
+            f"{r['frac_copy']:.0%} | {fmt(us['torch_ms'], '.1f')} | "
+            f"{fmt(r['torch_GBps'], '.0f')} | "
+            f"{fmt(r['speedup'], '.2f')} | {us['ours_call_ms']:.1f} | "
+            f"{fmt(us['torch_call_ms'], '.1f')} | {fmt(r['match'], '')} |"
         )
     if args.json:
         args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=1))

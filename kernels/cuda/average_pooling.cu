@@ -83,21 +83,35 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     const int x0 = ow0 * p.stride[2] - p.pad_lo[2];
 
     // 1. Input tile + halo -> shared memory (zeros in the padding), consecutive threads
-    //    on consecutive W positions.
+    //    on consecutive W positions. Each thread issues LOADS independent global loads before
+    //    its first shared-memory store, so enough bytes are in flight to cover DRAM latency.
+    const int LOADS = 8;
     const int in_count = ID * IH * IW;
-    for (int i = threadIdx.x; i < in_count; i += blockDim.x) {
-        const unsigned r = fast_div((unsigned)i, p.in_w_div);
-        const int ix = i - (int)(r * (unsigned)IW);
-        const unsigned iz = fast_div(r, p.in_h_div);
-        const int iy = (int)r - (int)(iz * (unsigned)IH);
-        const int gz = z0 + (int)iz, gy = y0 + iy, gx = x0 + ix;
-        float v = 0.0f;
-        if ((unsigned)gz < (unsigned)p.size[0] && (unsigned)gy < (unsigned)p.size[1] &&
-            (unsigned)gx < (unsigned)p.size[2]) {
-            v = to_float(plane[(long long)gz * p.x_stride[0] + (long long)gy * p.x_stride[1] +
-                               (long long)gx * p.x_stride[2]]);
+    for (int base = threadIdx.x; base < in_count; base += LOADS * blockDim.x) {
+        float v[LOADS];
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const int i = base + u * (int)blockDim.x;
+            v[u] = 0.0f;
+            if (i < in_count) {
+                const unsigned r = fast_div((unsigned)i, p.in_w_div);
+                const int ix = i - (int)(r * (unsigned)IW);
+                const unsigned iz = fast_div(r, p.in_h_div);
+                const int iy = (int)r - (int)(iz * (unsigned)IH);
+                const int gz = z0 + (int)iz, gy = y0 + iy, gx = x0 + ix;
+                if ((unsigned)gz < (unsigned)p.size[0] && (unsigned)gy < (unsigned)p.size[1] &&
+                    (unsigned)gx < (unsigned)p.size[2]) {
+                    v[u] = to_float(__ldg(plane + ((long long)gz * p.x_stride[0] +
+                                                   (long long)gy * p.x_stride[1] +
+                                                   (long long)gx * p.x_stride[2])));
+                }
+            }
         }
-        in_tile[i] = v;
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const int i = base + u * (int)blockDim.x;
+            if (i < in_count) in_tile[i] = v[u];
+        }
     }
     __syncthreads();
 

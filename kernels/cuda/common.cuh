@@ -6,6 +6,9 @@
 
 namespace dml {
 
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
 // The unsigned integer type of an element of `BYTES` bytes. Pure data movement (padding,
 // unfold) dispatches on the element size, not the dtype: one instantiation moves every
 // dtype of that width bit-exactly.
@@ -87,6 +90,43 @@ __device__ __forceinline__ void store_chunk(typename Bits<BYTES>::type* dst, con
     }
 }
 
+// Chunks of a row are aligned to the buffer, not to the row: chunk j of a row starting at
+// element `row_start` covers elements [j*N - m, (j+1)*N - m) of the row, m = row_start % N,
+// so every full chunk is one aligned 16-byte store whatever the row length (the first and
+// last chunk of a row may be partial). Needs the buffer 16-byte aligned (CuPy allocations
+// are 256-byte aligned) and ceil((width + N - 1) / N) chunks per row.
+struct ChunkSpan {
+    int c0;     // row element of the chunk's first slot (negative: slots before the row)
+    int first;  // first slot that lies in the row
+    int end;    // one past the last slot that lies in the row
+};
+
+template <int BYTES, typename IDX>
+__device__ __forceinline__ ChunkSpan chunk_span(IDX row_start, IDX chunk, int width) {
+    const int n = Chunk<BYTES>::N;
+    ChunkSpan s;
+    s.c0 = (int)chunk * n - (int)(row_start & (IDX)(n - 1));
+    s.first = imax(0, -s.c0);
+    s.end = imin(n, width - s.c0);
+    return s;
+}
+
+// Store slots [first, end) of `c` to `dst` (the address of slot 0): one 16-byte store for a
+// full chunk (dst is then 16-byte aligned by construction), else element by element.
+template <int BYTES>
+__device__ __forceinline__ void store_span(typename Bits<BYTES>::type* dst, const Chunk<BYTES>& c,
+                                           int first, int end) {
+    const int n = Chunk<BYTES>::N;
+    if (first == 0 && end == n) {
+        *reinterpret_cast<uint4*>(dst) = c.v;
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+        if (i >= first && i < end) dst[i] = c.e[i];
+    }
+}
+
 // Load 16 bytes starting at any byte address `src` whose 16 bytes all belong to the source
 // buffer, using only aligned 4-byte words that contain at least one of those bytes (so no
 // read leaves the buffer), then funnel-shift them into place.
@@ -101,8 +141,5 @@ __device__ __forceinline__ uint4 load16_unaligned(const unsigned char* src) {
     return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh),
                       __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
 }
-
-__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
 }  // namespace dml

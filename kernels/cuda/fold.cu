@@ -1,8 +1,8 @@
 // FOLD (col2im, DML_FOLD_OPERATOR_DESC): (N, C*prod(K), BlockCount) -> (N, C, *S) for 1..6
 // spatial dims and all eleven dtypes, summing overlapping window taps.
 //
-// Gather form, no atomics: each thread owns a 16-byte chunk of one output row (innermost
-// spatial dim) and sums, for every element, exactly the (window offset, block) pairs that
+// Gather form, no atomics: each thread owns a 16-byte chunk (aligned to the buffer) of one
+// output row (innermost spatial dim) and sums, for every element, exactly the (window offset, block) pairs that
 // land on it. Per dim those pairs are found without testing every window offset: with
 // g = gcd(stride, dilation), position r = p + pad is hit iff g | r, by offsets
 // k = k0, k0 + stride/g, ... (k0 from a modular inverse the host precomputes), whose blocks
@@ -91,8 +91,10 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
     IDX row, chunk;
     divmod<IDX>(t, p.chunk_div, row, chunk);
     const int width = p.size[D - 1];
-    const int c0 = (int)chunk * V;
-    const int count = imin(V, width - c0);
+    const IDX row_start = row * (IDX)width;
+    const ChunkSpan span = chunk_span<sizeof(T), IDX>(row_start, chunk, width);
+    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
+    const int c0 = span.c0;
 
     // Output row -> outer spatial coordinates, channel and batch.
     int po[D > 1 ? D - 1 : 1];
@@ -113,7 +115,8 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
     bool any_in[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-        any_in[i] = i < count && first_tap(p, D - 1, c0 + i + p.pad_lo[D - 1], k_in[i], b_in[i]);
+        any_in[i] = i >= span.first && i < span.end &&
+                    first_tap(p, D - 1, c0 + i + p.pad_lo[D - 1], k_in[i], b_in[i]);
     }
 
     A acc[V];
@@ -183,9 +186,8 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
         const T v = narrow<T, A>(acc[i]);
         out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
     }
-    store_chunk<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) +
-                               (row * (IDX)width + (IDX)c0),
-                           out, count);
+    store_span<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) + (row_start + (IDX)c0),
+                          out, span.first, span.end);
 }
 
 }  // namespace dml

@@ -2,7 +2,8 @@
 // tensors of rank 1..8, any dtype (moved as 1/2/4/8-byte words).
 //
 // Work split: the output is a set of rows (its innermost dim, after the host collapsed
-// unpadded contiguous dims); each thread writes one 16-byte chunk of one row. The outer
+// unpadded contiguous dims); each thread writes one 16-byte chunk of one row, chunks aligned
+// to the buffer so full chunks are single 16-byte stores (common.cuh, chunk_span). The outer
 // coordinates are decoded once per chunk with multiply-high division, mirrored once per
 // chunk, and an interior chunk is one shifted 16-byte copy of the source row. Only chunks
 // touching the row's border resolve elements one by one.
@@ -66,8 +67,10 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
     IDX row, chunk;
     divmod<IDX>(t, p.chunk_div, row, chunk);
     const int width = p.out_size[R - 1];
-    const int c0 = (int)chunk * V;
-    const int count = imin(V, width - c0);
+    const IDX row_start = row * (IDX)width;
+    const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, chunk, width);
+    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
+    const int c0 = span.c0;
 
     // Outer coordinates -> source row offset, once per chunk.
     IDX src = 0;
@@ -102,13 +105,13 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
     if (fill) {
 #pragma unroll
         for (int i = 0; i < V; ++i) c.e[i] = value;
-    } else if (p.inner_contiguous && count == V && c0 >= lo && c0 + V <= lo + n) {
+    } else if (p.inner_contiguous && c0 >= lo && c0 + V <= lo + n) {
         c.v = load16_unaligned(reinterpret_cast<const unsigned char*>(x + (src + (IDX)(c0 - lo))));
     } else {
         const IDX step = (IDX)p.in_stride[R - 1];
 #pragma unroll
         for (int i = 0; i < V; ++i) {
-            if (i < count) {
+            if (i >= span.first && i < span.end) {
                 int j = c0 + i - lo;
                 if ((unsigned)j >= (unsigned)n) {
                     if (p.mode == PAD_CONSTANT) {
@@ -121,7 +124,7 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
             }
         }
     }
-    store_chunk<BYTES>(y + (row * (IDX)width + (IDX)c0), c, count);
+    store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
 }
 
 }  // namespace dml

@@ -1,7 +1,7 @@
 // UNFOLD (im2col, DML_UNFOLD_OPERATOR_DESC): (N, C, *S) -> (N, C*prod(K), BlockCount) for
 // 1..6 spatial dims, any dtype (moved as 1/2/4/8-byte words), one launch for the batch.
 //
-// Each thread writes one 16-byte chunk of one output row r = (n, c, k). The row's window
+// Each thread writes one 16-byte chunk (aligned to the buffer) of one output row r = (n, c, k). The row's window
 // offset and the chunk's first block are decoded once; along the row the source position
 // is affine in the innermost block index (pos = b*stride + k*dilation - pad), so the inner
 // loop only adds the stride and carries into the outer block dims when a block row ends.
@@ -42,8 +42,9 @@ unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BY
     IDX row, chunk;
     divmod<IDX>(t, p.chunk_div, row, chunk);
     const int length = p.block_count;
-    const int c0 = (int)chunk * V;
-    const int count = imin(V, length - c0);
+    const IDX row_start = row * (IDX)length;
+    const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, chunk, length);
+    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
 
     IDX nc, tap, n, c;
     divmod<IDX>(row, p.taps_div, nc, tap);
@@ -66,10 +67,10 @@ unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BY
             koff[d] = (int)k * p.dilation[d] - p.pad_lo[d];
         }
     }
-    // Block coordinates of the chunk's first column.
+    // Block coordinates of the chunk's first column in the row.
     int b[D];
     {
-        unsigned rest = (unsigned)c0;
+        unsigned rest = (unsigned)(span.c0 + span.first);
 #pragma unroll
         for (int d = D - 1; d >= 0; --d) {
             if (d == 0) {
@@ -102,7 +103,7 @@ unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BY
     Chunk<BYTES> out;
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-        if (i < count) {
+        if (i >= span.first && i < span.end) {
             out.e[i] = (inside && (unsigned)pos < (unsigned)inner_size)
                            ? __ldg(x + (outer + (IDX)pos * inner_stride))
                            : (T)0;
@@ -129,7 +130,7 @@ unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BY
             }
         }
     }
-    store_chunk<BYTES>(y + (row * (IDX)length + (IDX)c0), out, count);
+    store_span<BYTES>(y + (row_start + (IDX)span.c0), out, span.first, span.end);
 }
 
 }  // namespace dml

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -12,7 +13,6 @@ from ..dtypes import from_numpy
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
-    element_strides,
     fast_divmod,
     fill_divisors,
     grid_for,
@@ -62,14 +62,17 @@ def choose_tile(
 ) -> tuple[list[int], list[int]] | None:
     """Output tile (TD, TH, TW) and its input extent, or None when no tile fits in shared memory.
 
-    W rows of the input tile aim at 64 (stride 1) or 128 floats so warps load whole lines;
-    H and D tiles trade halo re-reads against shared memory.
+    W rows of the input tile aim at 64 (stride 1) or 128 floats so warps load whole lines, and
+    tiles split each axis evenly (no mostly-empty last tile); deep D and H tiles cut halo
+    re-reads until shared memory runs out (D first, then H, then W are halved to fit).
     """
     target_w = 64 if stride[2] == 1 else 128
     ext_w = (window[2] - 1) * dilation[2] + 1
-    tw = max(1, (target_w - ext_w) // stride[2] + 1)
-    tile = [4 if out[0] > 1 else 1, 16 if out[0] == 1 else 8, tw]
-    tile = [min(t, o) for t, o in zip(tile, out, strict=True)]
+    wanted = [8 if out[0] > 1 else 1, 8 if out[0] > 1 else 32, (target_w - ext_w) // stride[2] + 1]
+    tile = []
+    for o, w in zip(out, wanted, strict=True):
+        w = max(1, min(w, o))
+        tile.append(-(-o // -(-o // w)))  # even split: ceil(o / number of tiles)
     while True:
         ext = [_in_extent(*a) for a in zip(tile, window, stride, dilation, strict=True)]
         smem = 4 * (ext[0] * ext[1] * ext[2] + ext[0] * ext[1] * tile[2])
@@ -81,40 +84,42 @@ def choose_tile(
         tile[axis] = max(1, tile[axis] // 2)
 
 
-def average_pooling(
-    x: Any,
-    window_size: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    include_padding: bool,
-) -> Any:
-    """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums."""
-    import cupy
+class _Plan(NamedTuple):
+    out_shape: tuple[int, ...]
+    kernel: Any
+    grid: tuple[int, int, int]
+    shared_mem: int
+    params: np.ndarray
 
-    n, c, *sizes = x.shape
+
+@functools.lru_cache(maxsize=512)
+def _plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    dtype: np.dtype,
+    geometry: tuple[tuple[int, ...], ...],
+    include_padding: bool,
+) -> _Plan:
+    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    window_size, strides, dilations, start_padding, _ = geometry
+    n, c, *sizes = shape
     dims = len(sizes)
-    out_sizes = blocks_per_dimension(
-        sizes, window_size, strides, dilations, start_padding, end_padding
-    )
-    y = cupy.empty((n, c, *out_sizes), dtype=x.dtype)
-    if y.size == 0:
-        return y
+    out_sizes = blocks_per_dimension(sizes, *geometry)
+    out_shape = (n, c, *out_sizes)
+    p = np.zeros((), dtype=PARAMS)
+    if math.prod(out_shape) == 0:
+        return _Plan(out_shape, None, (1, 1, 1), 0, p)
 
     # Unit leading axes turn 1-D and 2-D pooling into the 3-D form of the kernel.
     lead = 3 - dims
-    xs = element_strides(x)
-    size3 = [1] * lead + list(sizes)
+    xs = [s // dtype.itemsize for s in byte_strides]
     out3 = [1] * lead + list(out_sizes)
     window3 = [1] * lead + list(window_size)
     stride3 = [1] * lead + list(strides)
     dilation3 = [1] * lead + list(dilations)
-
-    p = np.zeros((), dtype=PARAMS)
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
-    p["x_stride"] = [0] * lead + list(xs[2:])
-    p["size"] = size3
+    p["x_stride"] = [0] * lead + xs[2:]
+    p["size"] = [1] * lead + list(sizes)
     p["out"] = out3
     p["window"] = window3
     p["stride"] = stride3
@@ -125,13 +130,13 @@ def average_pooling(
     p["include_padding"] = int(include_padding)
     p["taps"] = math.prod(window_size)
 
-    cpp = from_numpy(x.dtype).info.cpp
+    cpp = from_numpy(dtype).info.cpp
     choice = choose_tile(out3, window3, stride3, dilation3)
     if choice is None:
-        p["total"] = y.size
+        total = math.prod(out_shape)
+        p["total"] = total
         kernel = get_kernel("average_pooling.cu", f"dml::pool_direct<{cpp}>")
-        kernel(grid_for(y.size), (BLOCK, 1, 1), (x, y, p[()]))
-        return y
+        return _Plan(out_shape, kernel, grid_for(total), 0, p)
 
     tile, ext = choice
     tiles = [-(-o // t) for o, t in zip(out3, tile, strict=True)]
@@ -146,5 +151,26 @@ def average_pooling(
     p["tile_h_div"] = fast_divmod(tile[1])
     smem = 4 * (ext[0] * ext[1] * ext[2] + ext[0] * ext[1] * tile[2])
     kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}>")
-    kernel((ctas, 1, 1), (BLOCK, 1, 1), (x, y, p[()]), shared_mem=smem)
+    return _Plan(out_shape, kernel, (ctas, 1, 1), smem, p)
+
+
+def average_pooling(
+    x: Any,
+    window_size: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    include_padding: bool,
+) -> Any:
+    """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums."""
+    import cupy
+
+    geometry = tuple(
+        tuple(v) for v in (window_size, strides, dilations, start_padding, end_padding)
+    )
+    plan = _plan(x.shape, x.strides, x.dtype, geometry, bool(include_padding))
+    y = cupy.empty(plan.out_shape, dtype=x.dtype)
+    if plan.kernel is not None:
+        plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]), shared_mem=plan.shared_mem)
     return y

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -12,11 +13,10 @@ from ..dtypes import from_numpy
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
-    element_strides,
+    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
-    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -62,44 +62,45 @@ def _suffix_products(values: Sequence[int]) -> list[int]:
     return out
 
 
-def fold(
-    x: Any,
-    output_sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
-    """``(N, C*prod(K), BlockCount) -> (N, C, *output_sizes)``, summing overlapping taps.
+class _Plan(NamedTuple):
+    out_shape: tuple[int, ...]
+    kernel: Any
+    grid: tuple[int, int, int]
+    params: np.ndarray
 
-    Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
-    fixed, so results are deterministic.
-    """
-    import cupy
 
-    n, rows, length = x.shape
+@functools.lru_cache(maxsize=512)
+def _plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    dtype: np.dtype,
+    output_sizes: tuple[int, ...],
+    geometry: tuple[tuple[int, ...], ...],
+) -> _Plan:
+    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    window_sizes, strides, dilations, start_padding, end_padding = geometry
+    n, rows, _ = shape
     dims = len(output_sizes)
     taps = math.prod(window_sizes)
     c = rows // taps
-    blocks = blocks_per_dimension(
-        output_sizes, window_sizes, strides, dilations, start_padding, end_padding
-    )
-    y = cupy.empty((n, c, *output_sizes), dtype=x.dtype)
-    if y.size == 0:
-        return y
-    itemsize = x.dtype.itemsize
+    blocks = blocks_per_dimension(output_sizes, *geometry)
+    out_shape = (n, c, *output_sizes)
+    p = np.zeros((), dtype=PARAMS)
+    if math.prod(out_shape) == 0:
+        return _Plan(out_shape, None, (1, 1, 1), p)
+    itemsize = dtype.itemsize
     width = output_sizes[-1]
-    chunks_per_row = -(-width // (16 // itemsize))
-    total = (y.size // width) * chunks_per_row
+    per_chunk = 16 // itemsize
+    # Chunks are aligned to the buffer (chunk_span), so a row may need one more.
+    chunks_per_row = -(-(width + per_chunk - 1) // per_chunk)
+    total = math.prod(out_shape) // width * chunks_per_row
 
     gcds = [math.gcd(s, d) for s, d in zip(strides, dilations, strict=True)]
     k_steps = [s // g for s, g in zip(strides, gcds, strict=True)]
     b_steps = [d // g for d, g in zip(dilations, gcds, strict=True)]
     inverses = [pow(b % k, -1, k) if k > 1 else 0 for b, k in zip(b_steps, k_steps, strict=True)]
 
-    xs = element_strides(x)
-    p = np.zeros((), dtype=PARAMS)
+    xs = [s // itemsize for s in byte_strides]
     p["col_stride_n"], p["col_stride_r"], p["col_stride_l"] = xs
     p["total_chunks"] = total
     p["size"][:dims] = output_sizes
@@ -120,8 +121,34 @@ def fold(
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
 
-    cpp = from_numpy(x.dtype).info.cpp
-    idx = index_type(x, y.size, total)
+    extent = sum((k - 1) * abs(s) for k, s in zip(shape, xs, strict=True)) + 1
+    idx = "int" if max(extent, math.prod(out_shape), total) <= INT32_LIMIT else "long long"
+    cpp = from_numpy(dtype).info.cpp
     kernel = get_kernel("fold.cu", f"dml::fold_chunks<{cpp},{dims},{idx}>")
-    kernel(grid_for(total), (BLOCK, 1, 1), (x, y, p[()]))
+    return _Plan(out_shape, kernel, grid_for(total), p)
+
+
+def fold(
+    x: Any,
+    output_sizes: Sequence[int],
+    window_sizes: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+) -> Any:
+    """``(N, C*prod(K), BlockCount) -> (N, C, *output_sizes)``, summing overlapping taps.
+
+    Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
+    fixed, so results are deterministic.
+    """
+    import cupy
+
+    geometry = tuple(
+        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
+    )
+    plan = _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry)
+    y = cupy.empty(plan.out_shape, dtype=x.dtype)
+    if plan.kernel is not None:
+        plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]))
     return y

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
+    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
-    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -80,49 +82,74 @@ def _needs_period(n: int, lo: int, hi: int, mode: str) -> bool:
     return False
 
 
-def padding(
-    x: Any, start_padding: Sequence[int], end_padding: Sequence[int], mode: str, value: Any
-) -> Any:
-    """``Out.Sizes[i] = In.Sizes[i] + Start[i] + End[i]`` (rank 1..8, any dtype), on the GPU."""
-    import cupy
+class _Plan(NamedTuple):
+    out_shape: tuple[int, ...]
+    kernel: Any  # None: nothing to pad, a plain copy
+    grid: tuple[int, int, int]
+    params: np.ndarray
 
-    out_shape = tuple(
-        n + a + b for n, a, b in zip(x.shape, start_padding, end_padding, strict=True)
-    )
-    y = cupy.empty(out_shape, dtype=x.dtype)
-    if y.size == 0:
-        return y
-    itemsize = x.dtype.itemsize
-    strides = [s // itemsize for s in x.strides]
-    shape, in_strides, lo, hi = collapse(x.shape, strides, start_padding, end_padding)
-    if all(a == 0 and b == 0 for a, b in zip(lo, hi, strict=True)):
-        y[...] = x  # nothing to pad: a plain copy
-        return y
 
-    rank = len(shape)
-    sizes_out = [n + a + b for n, a, b in zip(shape, lo, hi, strict=True)]
-    per_chunk = 16 // itemsize
-    chunks_per_row = -(-sizes_out[-1] // per_chunk)
-    rows = y.size // sizes_out[-1]
-    total = rows * chunks_per_row
-
+@functools.lru_cache(maxsize=512)
+def _plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    itemsize: int,
+    start_padding: tuple[int, ...],
+    end_padding: tuple[int, ...],
+    mode: str,
+) -> _Plan:
+    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    out_shape = tuple(n + a + b for n, a, b in zip(shape, start_padding, end_padding, strict=True))
     p = np.zeros((), dtype=PARAMS)
+    strides = [s // itemsize for s in byte_strides]
+    sizes, in_strides, lo, hi = collapse(shape, strides, start_padding, end_padding)
+    if math.prod(out_shape) == 0 or all(a == 0 and b == 0 for a, b in zip(lo, hi, strict=True)):
+        return _Plan(out_shape, None, (1, 1, 1), p)
+
+    rank = len(sizes)
+    sizes_out = [n + a + b for n, a, b in zip(sizes, lo, hi, strict=True)]
+    per_chunk = 16 // itemsize
+    # Chunks are aligned to the buffer (chunk_span), so a row may need one more.
+    chunks_per_row = -(-(sizes_out[-1] + per_chunk - 1) // per_chunk)
+    total = math.prod(out_shape) // sizes_out[-1] * chunks_per_row
+
     p["in_stride"][:rank] = in_strides
     p["total_chunks"] = total
-    raw = np.asarray(value, dtype=x.dtype).tobytes().ljust(8, b"\0")
-    p["value"] = int.from_bytes(raw, "little")
-    p["in_size"][:rank] = shape
+    p["in_size"][:rank] = sizes
     p["out_size"][:rank] = sizes_out
     p["pad_lo"][:rank] = lo
     fill_divisors(p["out_div"], sizes_out)
     p["chunk_div"] = fast_divmod(chunks_per_row)
     p["mode"] = MODES[mode]
     p["periodic"] = int(
-        any(_needs_period(n, a, b, mode) for n, a, b in zip(shape, lo, hi, strict=True))
+        any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
     )
     p["inner_contiguous"] = int(in_strides[-1] == 1)
 
-    idx = index_type(x, y.size, total)
+    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=True)) + 1
+    idx = "int" if max(extent, math.prod(out_shape), total) <= INT32_LIMIT else "long long"
     kernel = get_kernel("padding.cu", f"dml::pad_chunks<{itemsize},{rank},{idx}>")
-    kernel(grid_for(total), (BLOCK, 1, 1), (x, y, p[()]))
+    return _Plan(out_shape, kernel, grid_for(total), p)
+
+
+def padding(
+    x: Any, start_padding: Sequence[int], end_padding: Sequence[int], mode: str, value: Any
+) -> Any:
+    """``Out.Sizes[i] = In.Sizes[i] + Start[i] + End[i]`` (rank 1..8, any dtype), on the GPU."""
+    import cupy
+
+    plan = _plan(
+        x.shape, x.strides, x.dtype.itemsize, tuple(start_padding), tuple(end_padding), mode
+    )
+    y = cupy.empty(plan.out_shape, dtype=x.dtype)
+    if plan.kernel is None:
+        if y.size:
+            y[...] = x  # nothing to pad: a plain copy
+        return y
+    params = plan.params
+    if mode == "CONSTANT":
+        params = params.copy()
+        raw = np.asarray(value, dtype=x.dtype).tobytes().ljust(8, b"\0")
+        params["value"] = int.from_bytes(raw, "little")
+    plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, params[()]))
     return y

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
-    element_strides,
+    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
-    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -63,33 +63,37 @@ def blocks_per_dimension(
     ]
 
 
-def unfold(
-    x: Any,
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
-    """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
-    import cupy
+class _Plan(NamedTuple):
+    out_shape: tuple[int, ...]
+    kernel: Any
+    grid: tuple[int, int, int]
+    params: np.ndarray
 
-    n, c, *sizes = x.shape
+
+@functools.lru_cache(maxsize=512)
+def _plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    itemsize: int,
+    geometry: tuple[tuple[int, ...], ...],
+) -> _Plan:
+    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    window_sizes, strides, dilations, start_padding, end_padding = geometry
+    n, c, *sizes = shape
     dims = len(sizes)
-    blocks = blocks_per_dimension(
-        sizes, window_sizes, strides, dilations, start_padding, end_padding
-    )
+    blocks = blocks_per_dimension(sizes, *geometry)
     taps = math.prod(window_sizes)
     length = math.prod(blocks)
-    y = cupy.empty((n, c * taps, length), dtype=x.dtype)
-    if y.size == 0:
-        return y
-    itemsize = x.dtype.itemsize
-    chunks_per_row = -(-length // (16 // itemsize))
+    out_shape = (n, c * taps, length)
+    p = np.zeros((), dtype=PARAMS)
+    if math.prod(out_shape) == 0:
+        return _Plan(out_shape, None, (1, 1, 1), p)
+    per_chunk = 16 // itemsize
+    # Chunks are aligned to the buffer (chunk_span), so a row may need one more.
+    chunks_per_row = -(-(length + per_chunk - 1) // per_chunk)
     total = n * c * taps * chunks_per_row
 
-    xs = element_strides(x)
-    p = np.zeros((), dtype=PARAMS)
+    xs = [s // itemsize for s in byte_strides]
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
     p["x_stride"][:dims] = xs[2:]
     p["total_chunks"] = total
@@ -105,7 +109,28 @@ def unfold(
     p["channel_div"] = fast_divmod(c)
     p["block_count"] = length
 
-    idx = index_type(x, y.size, total)
+    extent = sum((k - 1) * abs(s) for k, s in zip(shape, xs, strict=True)) + 1
+    idx = "int" if max(extent, math.prod(out_shape), total) <= INT32_LIMIT else "long long"
     kernel = get_kernel("unfold.cu", f"dml::unfold_chunks<{itemsize},{dims},{idx}>")
-    kernel(grid_for(total), (BLOCK, 1, 1), (x, y, p[()]))
+    return _Plan(out_shape, kernel, grid_for(total), p)
+
+
+def unfold(
+    x: Any,
+    window_sizes: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+) -> Any:
+    """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
+    import cupy
+
+    geometry = tuple(
+        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
+    )
+    plan = _plan(x.shape, x.strides, x.dtype.itemsize, geometry)
+    y = cupy.empty(plan.out_shape, dtype=x.dtype)
+    if plan.kernel is not None:
+        plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]))
     return y
