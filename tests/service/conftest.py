@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from service import Settings, create_app
 
@@ -28,8 +27,9 @@ async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client bound to a started app (lifespan run), NumPy backend unless told."""
     settings.setdefault("backend", "numpy")
     app = create_app(Settings(**settings))
-    async with LifespanManager(app) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
+    # The lifespan runs as a server would run it: start-up before, shutdown after.
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://dmlserve") as client:
             client.app = app  # type: ignore[attr-defined]
             yield client
