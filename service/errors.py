@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -179,11 +180,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        cls = _BY_STATUS.get(exc.status_code, ServiceError)
-        err = ServiceError.__new__(cls)
-        ServiceError.__init__(err, str(exc.detail), headers=exc.headers)
-        if cls is ServiceError:
-            err.status, err.title = exc.status_code, "Error"
+        known = _BY_STATUS.get(exc.status_code)
+        err = ServiceError(str(exc.detail), headers=exc.headers)
+        err.status = exc.status_code
+        err.code = known.code if known else "http_error"
+        err.title = known.title if known else HTTPStatus(exc.status_code).phrase
         return render_error(request.url.path, err)
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:

@@ -10,7 +10,7 @@ import re
 import sys
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import Depends, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -119,7 +119,5 @@ def _check_key(request: Request) -> None:
         raise UnauthorizedError()
 
 
-RequireKey = Annotated[None, Depends(_check_key)]
-"""Add as a router dependency: 401 unless auth is off or a configured key is presented."""
-
 require_key = Depends(_check_key)
+"""A router dependency: 401 unless auth is off or a configured key is presented."""

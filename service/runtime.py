@@ -45,7 +45,6 @@ class ServiceState:
     limiter: ComputeLimiter = field(init=False)
     backend: Backend | None = None
     ready: bool = False
-    _start_lock: anyio.Lock | None = None
 
     def __post_init__(self) -> None:
         s = self.settings

@@ -67,7 +67,6 @@ async def execute(request: Request, state: StateDep) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
         req = validate(ExecuteRequest, await parse_json(body.json))
-        obs.operator = str(req.operator.get("type", "unknown")).removeprefix("DML_OPERATOR_")
         inputs, default = await offload(
             len(body.json), decode_v1_inputs, req.inputs, body, state.settings.max_tensor_bytes
         )
