@@ -9,10 +9,11 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import TypeAdapter
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.staticfiles import StaticFiles
 
-from kernels import BackendUnavailableError
+from kernels import BackendUnavailableError, Operator
 from service import __version__
 from service.errors import install_error_handlers
 from service.observability import RequestContextMiddleware
@@ -22,7 +23,9 @@ from service.schemas import (
     ExecuteRequest,
     InferRequest,
     OperatorExecuteRequest,
+    Problem,
     RegisterRequest,
+    V2Error,
 )
 from service.settings import Settings, get_settings
 
@@ -87,10 +90,23 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        for model in (ExecuteRequest, OperatorExecuteRequest, RegisterRequest, InferRequest):
-            js = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        ref = "#/components/schemas/{model}"
+        models = (ExecuteRequest, OperatorExecuteRequest, RegisterRequest, InferRequest, Problem)
+        for model in (*models, V2Error):
+            js = model.model_json_schema(ref_template=ref)
             schemas.update(js.pop("$defs", {}))
+            field = js.get("properties", {}).get("operator")
+            if field is not None:
+                # Validated by `kernels` from a plain object; documented with its real schema.
+                js["properties"]["operator"] = {
+                    "$ref": ref.format(model="Operator"),
+                    "description": field.get("description", ""),
+                }
             schemas[model.__name__] = js
+        # The descriptor schema is the operator layer's own (one schema for server and SDK).
+        operator = TypeAdapter(Operator).json_schema(by_alias=True, ref_template=ref)
+        schemas.update(operator.pop("$defs", {}))
+        schemas["Operator"] = operator
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         app.openapi_schema = doc
     return app.openapi_schema

@@ -58,7 +58,9 @@ class ExecuteResponse(BaseModel):
 
 class RegisterRequest(_Strict):
     name: str | None = Field(None, description="optional; generated from the descriptor if absent")
-    operator: dict[str, Any]
+    operator: dict[str, Any] = Field(
+        description="operator descriptor; Sizes[0] may be -1 for a variable batch"
+    )
 
 
 class RegisteredResponse(BaseModel):

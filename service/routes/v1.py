@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -25,14 +26,18 @@ from service.schemas import (
     ExecuteResponse,
     OperatorExecuteRequest,
     OperatorList,
-    Problem,
     RegisteredResponse,
     RegisterRequest,
 )
 from service.wire import decode_v1_inputs, encode_v1_outputs, json_response, parse_json, validate
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "content": {"application/problem+json": {}}}
+    code: {
+        "description": HTTPStatus(code).phrase,
+        "content": {
+            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        },
+    }
     for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,11 +22,15 @@ from service.limits import read_body
 from service.observability import require_key
 from service.registry import RegisteredOperator
 from service.runtime import Observation, StateDep, bind, compute, offload
-from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata, V2Error
+from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
 from service.wire import json_response, parse_json, validate
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": V2Error} for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
+    code: {
+        "description": HTTPStatus(code).phrase,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}},
+    }
+    for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
 }
 
 health = APIRouter(prefix="/v2/health", tags=["v2"])
