@@ -83,15 +83,26 @@ class ComputeLimiter:
                     self.waiting -= 1
                     on_dequeue()
                 timings.queue = time.perf_counter() - start
-                return await anyio.to_thread.run_sync(
-                    self._in_slot, fn, token, abandon_on_cancel=True, limiter=self._threads
-                )
+                claim = _Claim()
+                try:
+                    return await anyio.to_thread.run_sync(
+                        self._in_slot, fn, token, claim, abandon_on_cancel=True,
+                        limiter=self._threads,
+                    )  # fmt: skip
+                except BaseException:
+                    # Cancelled before a worker picked the job up: the worker will skip it,
+                    # so the slot is released here (exactly once, whichever side is first).
+                    if claim.abandon():
+                        self._slots.release_on_behalf_of(token)
+                    raise
         except TimeoutError:
             raise GatewayTimeoutError(
                 f"the request exceeded its time limit of {timeout_s:g} s"
             ) from None
 
-    def _in_slot(self, fn: Callable[[], T], token: object) -> T:
+    def _in_slot(self, fn: Callable[[], T], token: object, claim: _Claim) -> T:
+        if not claim.start():
+            raise _AbandonedError  # nobody awaits this job any more
         try:
             return fn()
         finally:
@@ -99,6 +110,33 @@ class ComputeLimiter:
                 anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
             except RuntimeError:
                 pass  # the event loop is gone (shutdown): nothing is left to release
+
+
+class _AbandonedError(Exception):
+    """A queued job whose request gave up before a worker started it."""
+
+
+class _Claim:
+    """Decides, once, whether a queued job runs in its worker or is abandoned before."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def start(self) -> bool:
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "started"
+            return True
+
+    def abandon(self) -> bool:
+        """True when the job had not started (and now never will)."""
+        with self._lock:
+            if self._state != "queued":
+                return False
+            self._state = "abandoned"
+            return True
 
 
 @dataclass
