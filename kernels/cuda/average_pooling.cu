@@ -5,7 +5,8 @@
 // pool_tiled: one CTA per output tile of one (n, c) plane. It reads the input tile plus its
 // halo into shared memory once (zeros in the padding), sums along W into a second buffer,
 // then each output sums KD*KH of those partial rows: the separable box sum, so every input
-// element is read from global memory once per tile instead of once per tap.
+// element is read from global memory once per tile instead of once per tap. Row-level
+// index math (offsets, bounds, divisors) is tabulated in shared memory first.
 // pool_direct: one thread per output, the fallback for windows too large for a tile.
 #include <cuda_fp16.h>
 
@@ -59,13 +60,34 @@ __device__ __forceinline__ float divisor(const PoolParams& p, int od, int oh, in
                    valid_taps(ow, p.stride[2], p.pad_lo[2], p.dilation[2], p.window[2], p.size[2]));
 }
 
+// Taps of dim d that fall inside the input for window start `start`: the full window in the
+// interior, the closed form only at the edges.
+__device__ __forceinline__ int taps_inside(const PoolParams& p, int d, int start) {
+    const int window = p.window[d], dilation = p.dilation[d], size = p.size[d];
+    if (start >= 0 && start + (window - 1) * dilation < size) return window;
+    const int first = start >= 0 ? 0 : (dilation - 1 - start) / dilation;
+    const int end = size > start ? imin(window, (size - start + dilation - 1) / dilation) : 0;
+    return imax(end - first, 0);
+}
+
+// Shared memory: float in_tile[ID*IH*IW], float row_sums[ID*IH*TW], then (8-byte aligned)
+// long long in_row[ID*IH] (input offset of each tile row, -1 outside the input),
+// long long out_row[TD*TH] (output offset of each tile row in the plane, -1 past the end),
+// int sums_row[TD*TH] (index of the row's first window row in row_sums), float
+// row_divisor[TD*TH] (the D x H part of the divisor). Per-row work is done once per row
+// here, so the per-element loops are a fast division, a table read and the memory access.
 template <typename T>
 __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
     extern __shared__ float smem[];
     const int TD = p.tile[0], TH = p.tile[1], TW = p.tile[2];
     const int ID = p.in_tile[0], IH = p.in_tile[1], IW = p.in_tile[2];
-    float* in_tile = smem;                      // [ID][IH][IW]
-    float* row_sums = smem + ID * IH * IW;      // [ID][IH][TW]
+    const int in_rows = ID * IH, out_rows = TD * TH;
+    float* in_tile = smem;
+    float* row_sums = in_tile + in_rows * IW;
+    long long* in_row = reinterpret_cast<long long*>(row_sums + ((in_rows * TW + 1) & ~1));
+    long long* out_row = in_row + in_rows;
+    int* sums_row = reinterpret_cast<int*>(out_row + out_rows);
+    float* row_divisor = reinterpret_cast<float*>(sums_row + out_rows);
 
     // CTA -> (plane, tile d, tile h, tile w).
     unsigned rest = blockIdx.x;
@@ -76,17 +98,40 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     const unsigned n = fast_div(rest, p.channel_div);
     const unsigned c = rest - n * p.channel_div.d;
     const T* plane = x + ((long long)n * p.x_stride_n + (long long)c * p.x_stride_c);
+    T* out_plane = y + (long long)rest * ((long long)p.out[0] * p.out[1] * p.out[2]);
 
     const int od0 = (int)tz * TD, oh0 = (int)ty * TH, ow0 = (int)tx * TW;
     const int z0 = od0 * p.stride[0] - p.pad_lo[0];
     const int y0 = oh0 * p.stride[1] - p.pad_lo[1];
     const int x0 = ow0 * p.stride[2] - p.pad_lo[2];
 
-    // 1. Input tile + halo -> shared memory (zeros in the padding), consecutive threads
-    //    on consecutive W positions. Each thread issues LOADS independent global loads before
-    //    its first shared-memory store, so enough bytes are in flight to cover DRAM latency.
+    // 0. Row tables.
+    for (int r = threadIdx.x; r < in_rows; r += blockDim.x) {
+        const int iz = r / IH, iy = r - iz * IH;
+        const int gz = z0 + iz, gy = y0 + iy;
+        in_row[r] = ((unsigned)gz < (unsigned)p.size[0] && (unsigned)gy < (unsigned)p.size[1])
+                        ? (long long)gz * p.x_stride[0] + (long long)gy * p.x_stride[1]
+                        : -1ll;
+    }
+    for (int r = threadIdx.x; r < out_rows; r += blockDim.x) {
+        const int od = r / TH, oh = r - od * TH;
+        const int gd = od0 + od, gh = oh0 + oh;
+        const bool inside = gd < p.out[0] && gh < p.out[1];
+        out_row[r] = inside ? ((long long)gd * p.out[1] + gh) * p.out[2] : -1ll;
+        sums_row[r] = (od * p.stride[0] * IH + oh * p.stride[1]) * TW;
+        row_divisor[r] = p.include_padding
+                             ? p.taps
+                             : (float)(taps_inside(p, 0, gd * p.stride[0] - p.pad_lo[0]) *
+                                       taps_inside(p, 1, gh * p.stride[1] - p.pad_lo[1]));
+    }
+    __syncthreads();
+
+    // 1. Input tile + halo -> shared memory (zeros in the padding), consecutive threads on
+    //    consecutive W positions, LOADS independent loads in flight per thread.
     const int LOADS = 8;
-    const int in_count = ID * IH * IW;
+    const int in_count = in_rows * IW;
+    const int size_w = p.size[2];
+    const int stride_w = (int)p.x_stride[2];  // the launcher checks W offsets fit in int
     for (int base = threadIdx.x; base < in_count; base += LOADS * blockDim.x) {
         float v[LOADS];
 #pragma unroll
@@ -95,15 +140,10 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
             v[u] = 0.0f;
             if (i < in_count) {
                 const unsigned r = fast_div((unsigned)i, p.in_w_div);
-                const int ix = i - (int)(r * (unsigned)IW);
-                const unsigned iz = fast_div(r, p.in_h_div);
-                const int iy = (int)r - (int)(iz * (unsigned)IH);
-                const int gz = z0 + (int)iz, gy = y0 + iy, gx = x0 + ix;
-                if ((unsigned)gz < (unsigned)p.size[0] && (unsigned)gy < (unsigned)p.size[1] &&
-                    (unsigned)gx < (unsigned)p.size[2]) {
-                    v[u] = to_float(__ldg(plane + ((long long)gz * p.x_stride[0] +
-                                                   (long long)gy * p.x_stride[1] +
-                                                   (long long)gx * p.x_stride[2])));
+                const int gx = x0 + (i - (int)(r * (unsigned)IW));
+                const long long off = in_row[r];
+                if (off >= 0 && (unsigned)gx < (unsigned)size_w) {
+                    v[u] = to_float(__ldg(plane + (off + gx * stride_w)));
                 }
             }
         }
@@ -117,8 +157,8 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
 
     // 2. Sums along W for every input row of the tile.
     const int KW = p.window[2], SW = p.stride[2], DW = p.dilation[2];
-    const int rows_count = ID * IH * TW;
-    for (int i = threadIdx.x; i < rows_count; i += blockDim.x) {
+    const int sums_count = in_rows * TW;
+    for (int i = threadIdx.x; i < sums_count; i += blockDim.x) {
         const unsigned r = fast_div((unsigned)i, p.tile_w_div);
         const int ow = i - (int)(r * (unsigned)TW);
         const float* src = in_tile + r * IW + ow * SW;
@@ -129,23 +169,25 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     __syncthreads();
 
     // 3. Sums over D and H of the row sums, divided, written along W.
-    const int KD = p.window[0], SD = p.stride[0], DD = p.dilation[0];
-    const int KH = p.window[1], SH = p.stride[1], DH = p.dilation[1];
-    const int out_count = TD * TH * TW;
-    T* out_plane = y + (long long)(rest) * ((long long)p.out[0] * p.out[1] * p.out[2]);
+    const int KD = p.window[0], KH = p.window[1];
+    const int step_d = p.dilation[0] * IH * TW, step_h = p.dilation[1] * TW;
+    const int out_w = p.out[2];
+    const int out_count = out_rows * TW;
     for (int i = threadIdx.x; i < out_count; i += blockDim.x) {
         const unsigned r = fast_div((unsigned)i, p.tile_w_div);
         const int ow = i - (int)(r * (unsigned)TW);
-        const unsigned od = fast_div(r, p.tile_h_div);
-        const int oh = (int)r - (int)(od * (unsigned)TH);
-        const int gd = od0 + (int)od, gh = oh0 + oh, gw = ow0 + ow;
-        if (gd >= p.out[0] || gh >= p.out[1] || gw >= p.out[2]) continue;
+        const int gw = ow0 + ow;
+        const long long off = out_row[r];
+        if (off < 0 || gw >= out_w) continue;
+        const float* src = row_sums + sums_row[r] + ow;
         float s = 0.0f;
         for (int kd = 0; kd < KD; ++kd) {
-            const float* src = row_sums + (((int)od * SD + kd * DD) * IH + oh * SH) * TW + ow;
-            for (int kh = 0; kh < KH; ++kh) s += src[kh * DH * TW];
+            const float* plane_rows = src + kd * step_d;
+            for (int kh = 0; kh < KH; ++kh) s += plane_rows[kh * step_h];
         }
-        out_plane[((long long)gd * p.out[1] + gh) * p.out[2] + gw] = from_float<T>(s / divisor(p, gd, gh, gw));
+        float divisor = row_divisor[r];
+        if (!p.include_padding) divisor *= (float)taps_inside(p, 2, gw * SW - p.pad_lo[2]);
+        out_plane[off + gw] = from_float<T>(__fdividef(s, divisor));
     }
 }
 

@@ -18,7 +18,6 @@ __all__ = [
     "BLOCK",
     "FAST_DIVMOD",
     "INT32_LIMIT",
-    "element_strides",
     "fast_divmod",
     "index_type",
     "make_struct",
@@ -50,18 +49,14 @@ def make_struct(fields: Sequence[tuple[str, str | np.dtype, int]]) -> np.dtype:
     return np.dtype(spec, align=True)
 
 
-def element_strides(x: Any) -> tuple[int, ...]:
-    """Strides in elements (CuPy reports bytes); 0 for broadcast axes."""
-    return tuple(s // x.itemsize for s in x.strides)
+def index_type(shape: Sequence[int], strides: Sequence[int], *counts: int) -> str:
+    """``"int"`` when every offset a kernel forms fits in 32 bits, else ``"long long"``.
 
-
-def index_type(x: Any, *counts: int) -> str:
-    """``"int"`` when every offset the kernel forms fits in 32 bits, else ``"long long"``.
-
-    ``counts`` are the element counts the kernel indexes besides ``x`` (outputs, threads).
+    ``strides`` are the input's element strides; ``counts`` the other element counts the
+    kernel indexes (outputs, threads).
     """
-    extent = sum((n - 1) * abs(s) for n, s in zip(x.shape, element_strides(x), strict=True)) + 1
-    return "int" if max(extent, *counts, 1) <= INT32_LIMIT else "long long"
+    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=True)) + 1
+    return "int" if max(extent, *counts) <= INT32_LIMIT else "long long"
 
 
 def grid_for(threads: int, block: int = BLOCK) -> tuple[int, int, int]:

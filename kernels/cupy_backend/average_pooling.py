@@ -13,6 +13,7 @@ from ..dtypes import from_numpy
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
+    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
@@ -57,6 +58,13 @@ def _in_extent(tile: int, window: int, stride: int, dilation: int) -> int:
     return (tile - 1) * stride + (window - 1) * dilation + 1
 
 
+def shared_bytes(tile: Sequence[int], ext: Sequence[int]) -> int:
+    """Dynamic shared memory of pool_tiled: the two float buffers, then the row tables."""
+    in_rows, out_rows = ext[0] * ext[1], tile[0] * tile[1]
+    floats = in_rows * ext[2] + (in_rows * tile[2] + 1) // 2 * 2
+    return 4 * floats + 8 * in_rows + 16 * out_rows
+
+
 def choose_tile(
     out: Sequence[int], window: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
 ) -> tuple[list[int], list[int]] | None:
@@ -75,8 +83,7 @@ def choose_tile(
         tile.append(-(-o // -(-o // w)))  # even split: ceil(o / number of tiles)
     while True:
         ext = [_in_extent(*a) for a in zip(tile, window, stride, dilation, strict=True)]
-        smem = 4 * (ext[0] * ext[1] * ext[2] + ext[0] * ext[1] * tile[2])
-        if smem <= SMEM_BUDGET:
+        if shared_bytes(tile, ext) <= SMEM_BUDGET:
             return tile, ext
         axis = next((d for d in range(3) if tile[d] > 1), None)
         if axis is None:
@@ -132,7 +139,9 @@ def _plan(
 
     cpp = from_numpy(dtype).info.cpp
     choice = choose_tile(out3, window3, stride3, dilation3)
-    if choice is None:
+    # pool_tiled forms in-row offsets in 32 bits.
+    row_fits = (sizes[-1] - 1) * abs(xs[-1]) <= INT32_LIMIT
+    if choice is None or not row_fits:
         total = math.prod(out_shape)
         p["total"] = total
         kernel = get_kernel("average_pooling.cu", f"dml::pool_direct<{cpp}>")
@@ -149,9 +158,8 @@ def _plan(
     p["in_h_div"] = fast_divmod(ext[1])
     p["tile_w_div"] = fast_divmod(tile[2])
     p["tile_h_div"] = fast_divmod(tile[1])
-    smem = 4 * (ext[0] * ext[1] * ext[2] + ext[0] * ext[1] * tile[2])
     kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}>")
-    return _Plan(out_shape, kernel, (ctas, 1, 1), smem, p)
+    return _Plan(out_shape, kernel, (ctas, 1, 1), shared_bytes(tile, ext), p)
 
 
 def average_pooling(

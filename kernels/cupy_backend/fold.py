@@ -13,10 +13,10 @@ from ..dtypes import from_numpy
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
-    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
+    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -121,8 +121,7 @@ def _plan(
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
 
-    extent = sum((k - 1) * abs(s) for k, s in zip(shape, xs, strict=True)) + 1
-    idx = "int" if max(extent, math.prod(out_shape), total) <= INT32_LIMIT else "long long"
+    idx = index_type(shape, xs, math.prod(out_shape), total)
     cpp = from_numpy(dtype).info.cpp
     kernel = get_kernel("fold.cu", f"dml::fold_chunks<{cpp},{dims},{idx}>")
     return _Plan(out_shape, kernel, grid_for(total), p)

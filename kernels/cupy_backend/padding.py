@@ -12,10 +12,10 @@ import numpy as np
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
-    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
+    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -126,8 +126,7 @@ def _plan(
     )
     p["inner_contiguous"] = int(in_strides[-1] == 1)
 
-    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=True)) + 1
-    idx = "int" if max(extent, math.prod(out_shape), total) <= INT32_LIMIT else "long long"
+    idx = index_type(shape, strides, math.prod(out_shape), total)
     kernel = get_kernel("padding.cu", f"dml::pad_chunks<{itemsize},{rank},{idx}>")
     return _Plan(out_shape, kernel, grid_for(total), p)
 

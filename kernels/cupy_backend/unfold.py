@@ -12,10 +12,10 @@ import numpy as np
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
-    INT32_LIMIT,
     fast_divmod,
     fill_divisors,
     grid_for,
+    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -109,8 +109,7 @@ def _plan(
     p["channel_div"] = fast_divmod(c)
     p["block_count"] = length
 
-    extent = sum((k - 1) * abs(s) for k, s in zip(shape, xs, strict=True)) + 1
-    idx = "int" if max(extent, math.prod(out_shape), total) <= INT32_LIMIT else "long long"
+    idx = index_type(shape, xs, math.prod(out_shape), total)
     kernel = get_kernel("unfold.cu", f"dml::unfold_chunks<{itemsize},{dims},{idx}>")
     return _Plan(out_shape, kernel, grid_for(total), p)
 
