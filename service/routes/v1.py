@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -9,11 +10,12 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from kernels import DescriptorError
-from service.limits import read_body
+from service.limits import Body, read_body
 from service.observability import require_key
 from service.registry import check_name, resolve_for_registration
 from service.runtime import (
     Observation,
+    ServiceState,
     StateDep,
     as_unprocessable,
     bind,
@@ -26,8 +28,10 @@ from service.schemas import (
     ExecuteResponse,
     OperatorExecuteRequest,
     OperatorList,
+    OutputEncoding,
     RegisteredResponse,
     RegisterRequest,
+    WireTensor,
 )
 from service.wire import decode_v1_inputs, encode_v1_outputs, json_response, parse_json, validate
 
@@ -72,20 +76,31 @@ async def execute(request: Request, state: StateDep) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
         req = validate(ExecuteRequest, await parse_json(body.json))
-        inputs, default = await offload(
-            len(body.json), decode_v1_inputs, req.inputs, body, state.settings.max_tensor_bytes
-        )
-        op = bind(req.operator, inputs, ("operator",))
-        obs.operator = str(op.type)
-        outcome = await compute(state, op, inputs)
-        backend = state.require_ready().name
-        encoding = req.output_encoding or default
-        response, nbytes = await offload(
-            outcome.output.nbytes, encode_v1_outputs, {"OutputTensor": outcome.output}, backend,
-            encoding,
-        )  # fmt: skip
-        obs.finished(outcome, nbytes)
-        return response
+        return await _run(state, obs, body, req.operator, req.inputs, req.output_encoding)
+
+
+async def _run(
+    state: ServiceState,
+    obs: Observation,
+    body: Body,
+    descriptor: Any,
+    wire_inputs: Mapping[str, WireTensor],
+    output_encoding: OutputEncoding | None,
+) -> Response:
+    """Decode the tensors, bind the descriptor to them, compute, and encode the output."""
+    limit = state.settings.max_tensor_bytes
+    inputs, default = await offload(len(body.json), decode_v1_inputs, wire_inputs, body, limit)
+    op = bind(descriptor, inputs, ("operator",))
+    obs.operator = str(op.type)
+    outcome = await compute(state, op, inputs, obs.model)
+    backend = state.require_ready().name
+    outputs = {"OutputTensor": outcome.output}
+    encoding = output_encoding or default
+    response, nbytes = await offload(
+        outcome.output.nbytes, encode_v1_outputs, outputs, backend, encoding
+    )
+    obs.finished(outcome, nbytes)
+    return response
 
 
 @router.post(
@@ -139,16 +154,4 @@ async def execute_registered(name: str, request: Request, state: StateDep) -> Re
     with Observation(state, body.received_bytes) as obs:
         obs.operator, obs.model = reg.type, reg.name
         req = validate(OperatorExecuteRequest, await parse_json(body.json))
-        inputs, default = await offload(
-            len(body.json), decode_v1_inputs, req.inputs, body, state.settings.max_tensor_bytes
-        )
-        op = bind(reg.operator, inputs, ("operator",))
-        outcome = await compute(state, op, inputs, reg.name)
-        backend = state.require_ready().name
-        encoding = req.output_encoding or default
-        response, nbytes = await offload(
-            outcome.output.nbytes, encode_v1_outputs, {"OutputTensor": outcome.output}, backend,
-            encoding,
-        )  # fmt: skip
-        obs.finished(outcome, nbytes)
-        return response
+        return await _run(state, obs, body, reg.operator, req.inputs, req.output_encoding)
