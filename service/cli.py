@@ -56,6 +56,9 @@ def serve(settings: Settings) -> None:
     from service.observability import configure_logging
 
     configure_logging(settings.log_level)
+    if settings.cupy_cache_dir:
+        # CuPy reads its cache location from the environment; set it before CuPy is imported.
+        os.environ["CUPY_CACHE_DIR"] = settings.cupy_cache_dir
     try:
         # Checked here as well as in the lifespan, to stop with one clear line, no traceback.
         kernels.select_backend(settings.backend)
@@ -63,9 +66,6 @@ def serve(settings: Settings) -> None:
         logger.error("start-up failed", extra={"reason": str(exc)})
         sys.stderr.write(f"dmlserve: {exc}\n")
         sys.exit(2)
-    if settings.cupy_cache_dir:
-        # CuPy reads its cache location from the environment when it compiles.
-        os.environ.setdefault("CUPY_CACHE_DIR", settings.cupy_cache_dir)
     app = create_app(settings)
     config = uvicorn.Config(
         app,
