@@ -211,7 +211,6 @@ SEED_EXAMPLES: list[SeedExample] = [
             "OutputTensor": _desc([1, 1, 8, 10]),
             "PaddingMode": f"DML_PADDING_MODE_{mode}",
             **({"PaddingValue": 9} if mode == "CONSTANT" else {}),
-            "DimensionCount": 4,
             "StartPadding": [0, 0, 1, 2],
             "EndPadding": [0, 0, 3, 4],
         },

@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernels.dtypes import DataType
+from tests.seed_examples import SEED_EXAMPLES
 from tests.service.conftest import app_client
 from tests.service.helpers import execute_request, read_outputs
-from tests.service.seeds import seed_examples
 
 pytestmark = pytest.mark.gpu
 
@@ -65,14 +64,12 @@ async def test_cupy_matches_numpy(case: tuple[str, dict[str, Any], dict[str, np.
 
 async def test_cupy_seed_examples_and_strided_inputs() -> None:
     async with app_client(backend="cupy") as c:
-        for ex in seed_examples():
-            x = np.asarray(ex.input_values, DataType(ex.data_type).numpy).reshape(ex.input_sizes)
-            body, headers = execute_request(ex.operator, {"InputTensor": x}, "b64")
+        for ex in SEED_EXAMPLES:
+            body, headers = execute_request(ex.operator, ex.inputs, "b64")
             r = await c.post("/v1/execute", content=body, headers=headers)
             assert r.status_code == 200, r.text
             _, out = read_outputs(r.content, r.headers)
-            expected = np.asarray(ex.output_values, x.dtype).reshape(ex.output_sizes)
-            np.testing.assert_array_equal(out["OutputTensor"], expected)
+            np.testing.assert_array_equal(out["OutputTensor"], ex.expected, strict=True)
         # A 0-stride broadcast input crosses to the device as its small buffer.
         row = np.arange(5, dtype=np.float32)
         tensor = {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5], "Strides": [0, 0, 0, 1],
