@@ -27,6 +27,7 @@ import uvicorn
 from clients import AsyncClient, Client
 from service.app import create_app
 from service.settings import Settings
+from tests.backend import TEST_BACKEND
 
 with warnings.catch_warnings():
     # Starlette announces a move to httpx2; its TestClient is still an httpx.Client today.
@@ -39,7 +40,7 @@ ASGIApp = Callable[..., Any]
 
 def make_app(**overrides: Any) -> Any:
     """The real service app on the NumPy backend."""
-    return create_app(Settings(backend="numpy", warmup=False, **overrides))
+    return create_app(Settings(backend=TEST_BACKEND, warmup=False, **overrides))
 
 
 @contextmanager
@@ -105,7 +106,7 @@ def server_url() -> Iterator[str]:
         "--port",
         str(port),
         "--backend",
-        "numpy",
+        TEST_BACKEND,
     ]
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from service import Settings, create_app
+from tests.backend import TEST_BACKEND
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 @asynccontextmanager
 async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client bound to a started app (lifespan run), NumPy backend unless told."""
-    settings.setdefault("backend", "numpy")
+    settings.setdefault("backend", TEST_BACKEND)
     app = create_app(Settings(**settings))
     # The lifespan runs as a server would run it: start-up before, shutdown after.
     async with app.router.lifespan_context(app):
@@ -54,7 +55,7 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(prefix="dmlserve-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--backend", "numpy",
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--backend", TEST_BACKEND,
                "--host", "127.0.0.1", "--port", str(self.port), *flags]  # fmt: skip
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         self.proc = subprocess.Popen(

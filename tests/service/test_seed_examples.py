@@ -6,6 +6,7 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.backend import TEST_BACKEND
 from tests.seed_examples import SEED_EXAMPLES, SeedExample
 from tests.service.helpers import execute_request, read_outputs
 
@@ -17,7 +18,7 @@ async def test_seed_example(client: httpx.AsyncClient, example: SeedExample, enc
     r = await client.post("/v1/execute", content=body, headers=headers)
     assert r.status_code == 200, r.text
     doc, outputs = read_outputs(r.content, r.headers)
-    assert doc["backend"] == "numpy"
+    assert doc["backend"] == TEST_BACKEND
     np.testing.assert_array_equal(outputs["OutputTensor"], example.expected, strict=True)
     # Without output_encoding the response uses the request's encoding.
     entry = doc["outputs"]["OutputTensor"]
