@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     const int in_rows = ID * IH, out_rows = TD * TH;
     float* in_tile = smem;
     float* row_sums = in_tile + in_rows * IW;
-    long long* in_row = reinterpret_cast<long long*>(row_sums + ((in_rows * TW + 1) & ~1));
+    // The 8-byte tables start at an even float count (dynamic shared memory is 16-byte aligned).
+    long long* in_row = reinterpret_cast<long long*>(smem + ((in_rows * (IW + TW) + 1) & ~1));
     long long* out_row = in_row + in_rows;
     int* sums_row = reinterpret_cast<int*>(out_row + out_rows);
     float* row_divisor = reinterpret_cast<float*>(sums_row + out_rows);

@@ -61,7 +61,7 @@ def _in_extent(tile: int, window: int, stride: int, dilation: int) -> int:
 def shared_bytes(tile: Sequence[int], ext: Sequence[int]) -> int:
     """Dynamic shared memory of pool_tiled: the two float buffers, then the row tables."""
     in_rows, out_rows = ext[0] * ext[1], tile[0] * tile[1]
-    floats = in_rows * ext[2] + (in_rows * tile[2] + 1) // 2 * 2
+    floats = (in_rows * (ext[2] + tile[2]) + 1) // 2 * 2
     return 4 * floats + 8 * in_rows + 16 * out_rows
 
 
