@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Everything that needs a CUDA device, in one go, from the repository root of a GPU host:
+# the GPU tests, the HTTP suites on the CuPy backend, compute-sanitizer (memcheck, racecheck),
+# the kernel benchmarks against PyTorch and the service benchmark with the CuPy backend.
+#   OUT=some/dir bench/gpu-check.sh [tests] [bench]   (both when none is named; logs, JSON and
+#   markdown land in $OUT)
+set -uo pipefail
+out=${OUT:-gpu-check}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/dmlserve-cupy-cache}
+failed=0
+summary="$out/summary.txt"
+: >"$summary"
+
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS rc
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  printf '%-22s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
+    "$(grep -E 'passed|failed|ERROR SUMMARY|error' "$out/$name.log" | tail -1)" | tee -a "$summary"
+  [ "$rc" -eq 0 ] || failed=1
+}
+
+{
+  date -u '+%Y-%m-%d %H:%M UTC'
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
+  python3 -c 'import cupy, numpy, sys; print("python", sys.version.split()[0], "cupy", cupy.__version__, "numpy", numpy.__version__)'
+  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>/dev/null
+} | tee "$out/device.txt"
+
+stages=" ${*:-tests bench} "
+pytest=(python3 -m pytest -q -p no:cacheprovider -o addopts=-ra)
+if [[ $stages == *" tests "* ]]; then
+step gpu-tests 200 "${pytest[@]}" -m gpu tests
+step http-suites-cupy 150 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
+sanitized=(-m gpu tests/kernels -k "seed or padding_strided or unfold_dtypes or fold_dtypes or average_pooling or signedness or groups or geometry or depthwise or strided_inputs")
+step memcheck 150 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck --error-exitcode 9 "${pytest[@]}" -x "${sanitized[@]}"
+step racecheck 80 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck --error-exitcode 9 "${pytest[@]}" -x -m gpu tests/kernels -k "average_pooling or signedness or depthwise_geometry"
+fi
+if [[ $stages == *" bench "* ]]; then
+step bench-kernels 300 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
+step bench-conv 300 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
+step bench-service 300 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
+fi
+
+echo
+cat "$summary"
+exit "$failed"
