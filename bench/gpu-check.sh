@@ -41,9 +41,9 @@ step memcheck 150 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memch
 step racecheck 80 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck --error-exitcode 9 "${pytest[@]}" -x -m gpu tests/kernels -k "average_pooling or signedness or depthwise_geometry"
 fi
 if [[ $stages == *" bench "* ]]; then
-step bench-kernels 300 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
-step bench-conv 300 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
-step bench-service 300 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
+step bench-kernels 200 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
+step bench-conv 150 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
+step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
 fi
 
 echo
