@@ -132,8 +132,205 @@ __global__ void conv_int_direct(const unsigned char* __restrict__ x,
 }
 
 // ------------------------------------------------------------------------------------------
+// CUDA-core tiled path: depthwise and narrow groups. CTA = one image n, MB output channels of
+// one group, a TH x TW output tile. Per chunk of CC input channels, shared memory holds the input
+// tile with its halo as (x - z_x) mod 2^32 (0 at padded taps, which contribute 0) and the filter
+// chunk as (w - z_w[m]) laid out [c][r][s][MB], so the MB taps of one (c, r, s) are one
+// broadcast read. Each thread owns V outputs blockDim apart in the flattened tile: consecutive
+// lanes take consecutive columns (conflict-free shared reads at stride 1, coalesced stores).
+// All arithmetic is unsigned: exact modulo 2^32.
+template <bool WS, bool XS, int MB, int V, bool WIDE>
+__global__ void __launch_bounds__(256) conv_int_tiled(
+    const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
+    const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int Cg, int H, int W,
+    int R, int S, int OH, int OW, int stride_h, int stride_w, int dil_h, int dil_w, int pad_h,
+    int pad_w, int x_zp, int TH, int TW, int IHT, int IWT, int CC, int tiles_w, int mchunks,
+    long long xs_n, long long xs_c, long long xs_h, long long xs_w, long long ws_m,
+    long long ws_c, long long ws_r, long long ws_s) {
+    extern __shared__ __align__(16) unsigned smem_u[];
+    const int plane = IHT * IWT;
+    const int RS = R * S;
+    unsigned* tile = smem_u;              // CC planes of IHT x IWT
+    unsigned* filt = smem_u + CC * plane;  // CC * RS * MB
+    const int th_i = blockIdx.x / tiles_w;
+    const int tw_i = blockIdx.x - th_i * tiles_w;
+    const int g = blockIdx.y / mchunks;
+    const int m0 = (blockIdx.y - g * mchunks) * MB;  // within the group
+    const long long n = blockIdx.z;
+    const int oh0 = th_i * TH;
+    const int ow0 = tw_i * TW;
+    const int ih0 = oh0 * stride_h - pad_h;  // image row of tile row 0
+    const int iw0 = ow0 * stride_w - pad_w;  // image column of tile column 0
+    const int tid = threadIdx.x;
+    const int nthr = blockDim.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int nwarps = nthr >> 5;
+    const unsigned zx = static_cast<unsigned>(x_zp);
+    constexpr int U = 4;  // input words per thread in flight (WIDE loads)
+
+    int off[V];  // shared offset of the output's top-left tap; 0 for idle slots
+    int opos[V];  // oh * OW + ow, or -1
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const int f = tid + j * nthr;
+        const int tr = f / TW;
+        const int tc = f - tr * TW;
+        const int oh = oh0 + tr;
+        const int ow = ow0 + tc;
+        const bool ok = f < TH * TW && oh < OH && ow < OW;
+        off[j] = ok ? tr * stride_h * IWT + tc * stride_w : 0;
+        opos[j] = ok ? oh * OW + ow : -1;
+    }
+    unsigned acc[MB][V];
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[mb][j] = 0u;
+
+    const unsigned char* xg = x + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
+    // In-image tile columns [lo, hi); the same for every row.
+    const int lo = min(max(0, -iw0), IWT);
+    const int hi = max(min(IWT, W - iw0), lo);
+    for (int c0 = 0; c0 < Cg; c0 += CC) {
+        const int cc_n = min(CC, Cg - c0);
+        __syncthreads();  // the previous chunk's readers are done
+        // Zeros: rows outside the image, and the padded columns of the others.
+        for (int cr = warp; cr < cc_n * IHT; cr += nwarps) {  // one warp per (channel, row)
+            const int c = cr / IHT;
+            const int ih = ih0 + (cr - c * IHT);
+            unsigned* dst = tile + c * plane + (cr - c * IHT) * IWT;
+            if (ih < 0 || ih >= H || hi == lo) {
+                for (int col = lane; col < IWT; col += 32) dst[col] = 0u;
+            } else {
+                for (int col = lane; col < lo; col += 32) dst[col] = 0u;
+                for (int col = hi + lane; col < IWT; col += 32) dst[col] = 0u;
+            }
+        }
+        if (WIDE) {
+            // Rows contiguous along W: the aligned 4-byte words touching each row's in-image span,
+            // flattened over (channel, row, word) so that every thread has U loads in flight;
+            // a word that straddles the span's ends is read byte by byte (never past the span).
+            const int span = hi - lo;
+            const int wpr = span > 0 ? (span + 3) / 4 + 1 : 0;
+            const int items = cc_n * IHT * wpr;
+            for (int base = tid; base < items; base += U * nthr) {
+                unsigned v[U];
+                int rel[U];  // byte offset of the word's first byte from the span start
+                int dst_row[U];  // shared offset of the row's tile column 0, or -1
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int item = base + u * nthr;
+                    const int cr = item / wpr;
+                    const int k = item - cr * wpr;
+                    const int c = cr / IHT;
+                    const int ih = ih0 + (cr - c * IHT);
+                    v[u] = 0u;
+                    rel[u] = 0;
+                    dst_row[u] = -1;
+                    if (item < items && ih >= 0 && ih < H) {
+                        const unsigned char* a = xg + static_cast<long long>(c0 + c) * xs_c +
+                                                 static_cast<long long>(ih) * xs_h + (iw0 + lo);
+                        const unsigned long long ua = reinterpret_cast<unsigned long long>(a);
+                        const int r0 = static_cast<int>(ua & 3ull);  // a sits r0 bytes into its word
+                        const int rl = 4 * k - r0;
+                        if (rl < span) {
+                            rel[u] = rl;
+                            dst_row[u] = c * plane + (cr - c * IHT) * IWT;
+                            if (rl >= 0 && rl + 4 <= span) {
+                                v[u] = *reinterpret_cast<const unsigned*>(a + rl);
+                            } else {
+#pragma unroll
+                                for (int b = 0; b < 4; ++b) {
+                                    if (rl + b >= 0 && rl + b < span) {
+                                        v[u] |= static_cast<unsigned>(a[rl + b]) << (8 * b);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    if (dst_row[u] < 0) continue;
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        const int col = rel[u] + b;
+                        if (col >= 0 && col < span) {
+                            const unsigned char byte = static_cast<unsigned char>(v[u] >> (8 * b));
+                            tile[dst_row[u] + lo + col] =
+                                static_cast<unsigned>(dml_ci::widen<XS>(byte)) - zx;
+                        }
+                    }
+                }
+            }
+        } else {
+            for (int cr = warp; cr < cc_n * IHT; cr += nwarps) {  // byte gathers, a warp per row
+                const int c = cr / IHT;
+                const int ih = ih0 + (cr - c * IHT);
+                if (ih < 0 || ih >= H) continue;
+                unsigned* dst = tile + c * plane + (cr - c * IHT) * IWT;
+                const unsigned char* src = xg + static_cast<long long>(c0 + c) * xs_c +
+                                           static_cast<long long>(ih) * xs_h;
+                for (int col = lo + lane; col < hi; col += 32) {
+                    const unsigned char byte = src[static_cast<long long>(iw0 + col) * xs_w];
+                    dst[col] = static_cast<unsigned>(dml_ci::widen<XS>(byte)) - zx;
+                }
+            }
+        }
+        for (int i = tid; i < cc_n * RS * MB; i += nthr) {
+            const int mb = i % MB;
+            const int t = i / MB;
+            const int c = t / RS;
+            const int rs = t - c * RS;
+            const int mr = m0 + mb;
+            unsigned v = 0u;  // channels past the group's end contribute nothing (never stored)
+            if (mr < Mg) {
+                const int m = g * Mg + mr;
+                const int r = rs / S;
+                const unsigned char b =
+                    w[m * ws_m + (c0 + c) * ws_c + r * ws_r + (rs - r * S) * ws_s];
+                v = static_cast<unsigned>(dml_ci::widen<WS>(b)) - static_cast<unsigned>(w_zp[m]);
+            }
+            filt[i] = v;
+        }
+        __syncthreads();
+        for (int c = 0; c < cc_n; ++c) {
+            for (int r = 0; r < R; ++r) {
+                const unsigned* trow = tile + c * plane + r * dil_h * IWT;
+                const unsigned* frow = filt + (c * RS + r * S) * MB;
+                for (int s = 0; s < S; ++s) {
+                    unsigned wv[MB];
+#pragma unroll
+                    for (int mb = 0; mb < MB; ++mb) wv[mb] = frow[s * MB + mb];
+                    const unsigned* t = trow + s * dil_w;
+#pragma unroll
+                    for (int j = 0; j < V; ++j) {
+                        const unsigned xv = t[off[j]];
+#pragma unroll
+                        for (int mb = 0; mb < MB; ++mb) acc[mb][j] += xv * wv[mb];
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+        const int mr = m0 + mb;
+        if (mr >= Mg) continue;
+        int* orow = out + (n * M + g * Mg + mr) * static_cast<long long>(OH) * OW;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            if (opos[j] >= 0) orow[opos[j]] = static_cast<int>(acc[mb][j]);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // Filter prep: w (M, Cg, R, S) strided -> wp (M, R*S*Cgp), zero in the padded channels, and
-// bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m.
+// bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m; each
+// thread owns 4 consecutive channels (one 4-byte store, Cgp is a multiple of 16) and walks the
+// R*S taps with no per-element division.
 template <bool WS>
 __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
                                 const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
@@ -141,16 +338,27 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
                                 long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
     __shared__ int partial[32];
     const int m = blockIdx.x;
+    const int RS = Kp / Cgp;
+    const unsigned char* wm = w + m * ws_m;
+    unsigned* dst = reinterpret_cast<unsigned*>(wp + static_cast<long long>(m) * Kp);
     int sum = 0;
-    for (int k = threadIdx.x; k < Kp; k += blockDim.x) {
-        const int c = k % Cgp;
-        const int rs = k / Cgp;
-        unsigned char v = 0;
-        if (c < Cg) {
-            v = w[m * ws_m + c * ws_c + (rs / S) * ws_r + (rs % S) * ws_s];
+    for (int c4 = 4 * threadIdx.x; c4 < Cgp; c4 += 4 * blockDim.x) {
+        int r = 0;
+        int s = 0;
+        for (int rs = 0; rs < RS; ++rs) {
+            const unsigned char* src = wm + r * ws_r + s * ws_s;
+            unsigned v = 0u;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                if (c4 + b < Cg) v |= static_cast<unsigned>(src[(c4 + b) * ws_c]) << (8 * b);
+            }
+            dst[(rs * Cgp + c4) >> 2] = v;
+            sum = dml_ci::byte_sum<WS>(v, sum);
+            if (++s == S) {
+                s = 0;
+                ++r;
+            }
         }
-        wp[static_cast<long long>(m) * Kp + k] = v;
-        sum += dml_ci::widen<WS>(v);
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
@@ -169,6 +377,9 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
 // ------------------------------------------------------------------------------------------
 // Input prep: x (N, C, H, W) strided -> xn (N, H, W, G*Cgp); padded channels hold z_x.
 // Block: 64 pixels x 64 channel slots through shared memory; 16-byte stores.
+// VEC: each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte aligned, so phase 1
+// reads 16 consecutive pixels of one channel per thread instead of 16 single-byte gathers.
+template <bool VEC>
 __global__ void __launch_bounds__(256) conv_int_prep_x(
     const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
     int Cgp, int slots, unsigned zx_byte, long long xs_n, long long xs_c, long long xs_h,
@@ -179,7 +390,39 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
     const int pix0 = blockIdx.x * 64;
     const int slot0 = blockIdx.y * 64;
     const long long n = blockIdx.z;
-    {
+    if constexpr (VEC) {
+        const int row = threadIdx.x >> 2;  // channel slot within the tile
+        const int seg = (threadIdx.x & 3) * 16;  // 16 pixels
+        const int slot = slot0 + row;
+        const int g = slot / Cgp;
+        const int cc = slot - g * Cgp;
+        const int pix = pix0 + seg;
+        unsigned word[4] = {zx_byte * 0x01010101u, zx_byte * 0x01010101u, zx_byte * 0x01010101u,
+                            zx_byte * 0x01010101u};
+        if (slot < slots && cc < Cg && pix < HW) {
+            const unsigned char* xp = x + n * xs_n + (static_cast<long long>(g) * Cg + cc) * xs_c;
+            if (pix + 16 <= HW) {
+                const uint4 v = *reinterpret_cast<const uint4*>(xp + pix);
+                word[0] = v.x;
+                word[1] = v.y;
+                word[2] = v.z;
+                word[3] = v.w;
+            } else {  // ragged end of the plane: bytes, unrolled so word[] stays in registers
+#pragma unroll
+                for (int b = 0; b < 16; ++b) {
+                    if (b < HW - pix) {
+                        const unsigned sh = 8 * (b & 3);
+                        word[b >> 2] =
+                            (word[b >> 2] & ~(0xFFu << sh)) | (unsigned(xp[pix + b]) << sh);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < 16; ++b) {
+            tile[row * ROW + seg + b] = static_cast<unsigned char>(word[b >> 2] >> (8 * (b & 3)));
+        }
+    } else {
         const int pl = threadIdx.x & 63;
         const int pix = pix0 + pl;
         if (pix < HW) {
@@ -481,6 +724,24 @@ template __global__ void conv_int_direct<true, false>(const unsigned char*, cons
                                                       int, int, int, int, long long, long long,
                                                       long long, long long, long long, long long,
                                                       long long, long long);
+template __global__ void conv_int_prep_x<true>(const unsigned char*, unsigned char*, int, int,
+                                               int, int, int, unsigned, long long, long long,
+                                               long long, long long);
+template __global__ void conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
+                                                int, int, int, unsigned, long long, long long,
+                                                long long, long long);
+template __global__ void conv_int_tiled<false, true, 1, 8, true>(
+    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
+    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+    long long, long long, long long, long long, long long, long long, long long, long long);
+template __global__ void conv_int_tiled<true, false, 4, 4, false>(
+    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
+    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+    long long, long long, long long, long long, long long, long long, long long, long long);
+template __global__ void conv_int_tiled<true, true, 8, 4, true>(
+    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
+    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+    long long, long long, long long, long long, long long, long long, long long, long long);
 template __global__ void conv_int_prep_w<true>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, long long,
                                                long long, long long, long long);

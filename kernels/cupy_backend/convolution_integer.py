@@ -1,5 +1,6 @@
-"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM, CUDA-core
-direct path for depthwise and narrow groups. Kernels: `kernels/cuda/convolution_integer.cu`."""
+"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM; a
+shared-memory CUDA-core kernel for depthwise and narrow groups (a naive one for shapes whose
+tile does not fit). Kernels: `kernels/cuda/convolution_integer.cu`."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ _TILES: tuple[tuple[int, int, int, float], ...] = (
 # cores win; those (depthwise, ResNeXt-like narrow groups) take the CUDA-core path.
 _MIN_TC_CHANNELS = 8
 _MIN_TC_OUTPUTS = 8
+# Shared-memory CUDA-core kernel: bytes of shared memory per CTA it may plan for (input tile +
+# filter chunk, int32 each). Outputs per thread V: 8 with at most 2 output channels per CTA
+# (bigger tiles keep more input loads in flight), else 4; a CTA tile is at most 256 * V outputs.
+_TILED_SMEM_BUDGET = 32 * 1024
 
 
 def _cxx(flag: bool) -> str:
@@ -52,6 +57,49 @@ def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
             best = (cost, bm, bn)
     assert best is not None
     return best[1], best[2]
+
+
+def _tiled_plan(
+    n: int,
+    h: int,
+    wd: int,
+    r: int,
+    s: int,
+    cg: int,
+    mg: int,
+    g: int,
+    oh: int,
+    ow: int,
+    geometry: tuple[Sequence[int], ...],
+) -> tuple[int, ...] | None:
+    """Tile of the shared-memory CUDA-core kernel, or None where it does not fit (the naive
+    kernel then runs): (MB, V, TH, TW, IHT, IWT, CC, threads, tiles_w, tiles, mchunks)."""
+    (sh, sw), (dh, dw), _ = geometry
+    mb = next(v for v in (1, 2, 4, 8) if v >= min(mg, 8))
+    v = 8 if mb <= 2 else 4
+    mchunks = -(-mg // mb)
+    tw = ow if ow <= 128 else -(-ow // -(-ow // 128))
+    th = -(-oh // -(-oh // max(1, 256 * v // tw)))
+    while True:
+        iht = (th - 1) * sh + (r - 1) * dh + 1
+        iwt = (tw - 1) * sw + (s - 1) * dw + 1
+        per_channel = 4 * (iht * iwt + r * s * mb)
+        if per_channel <= _TILED_SMEM_BUDGET:
+            break
+        if th > 1:
+            th = -(-th // 2)
+        elif tw > 1:
+            tw = -(-tw // 2)
+        else:
+            return None
+    cc = min(cg, _TILED_SMEM_BUDGET // per_channel)
+    tiles_w = -(-ow // tw)
+    tiles = -(-oh // th) * tiles_w
+    threads = min(256, max(32, -(-th * tw // (v * 32)) * 32))
+    too_big = tiles >= 2**31 or oh * ow >= 2**31 or max(h, wd) * max(sh, sw) >= 2**30
+    if too_big or g * mchunks > 65535 or n > 65535:
+        return None
+    return mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks
 
 
 def _fits(value: int, signed: bool) -> bool:
@@ -105,6 +153,8 @@ def convolution_integer(
         geometry = (strides, dilations, start_padding)
         if use_tc:
             _tensor_core(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
+        elif (plan := _tiled_plan(n, h, wd, r, s, cg, mg, g, oh, ow, geometry)) is not None:
+            _tiled(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed, plan)
         else:
             _direct(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
     return out.reshape(n, m, ow) if one_d else out
@@ -140,8 +190,7 @@ def _direct(
     threads = 256
     blocks = min(math.ceil(total / threads), 1 << 20)
     zp_dev = cupy.asarray(w_zp)
-    # zx as the int32 bit pattern: the kernel's sums are modulo 2^32 anyway.
-    zx32 = ((zx + (1 << 31)) % (1 << 32)) - (1 << 31)
+    zx32 = _wrap32(zx)
     kernel(
         (blocks,),
         (threads,),
@@ -156,6 +205,46 @@ def _direct(
             *(_i64(v) for v in w.strides),
         ),
     )
+
+
+def _tiled(
+    x: Any,
+    w: Any,
+    zx: int,
+    w_zp: np.ndarray,
+    geometry: tuple[Sequence[int], ...],
+    g: int,
+    out: Any,
+    x_signed: bool,
+    w_signed: bool,
+    plan: tuple[int, ...],
+) -> None:
+    import cupy
+
+    (sh, sw), (dh, dw), (ph, pw) = geometry
+    n, m, oh, ow = out.shape
+    _, _, h, wd = x.shape
+    _, cg, r, s = w.shape
+    mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks = plan
+    wide = int(x.strides[3]) == 1  # rows contiguous along W: 4-byte word loads
+    name = f"conv_int_tiled<{_cxx(w_signed)}, {_cxx(x_signed)}, {mb}, {v}, {_cxx(wide)}>"
+    kernel = get_kernel(_SOURCE, name)
+    smem = 4 * cc * (iht * iwt + r * s * mb)
+    zp_dev = cupy.asarray(w_zp)
+    ints = (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx))
+    ints += (th, tw, iht, iwt, cc, tiles_w, mchunks)
+    kernel(
+        (tiles, g * mchunks, n),
+        (threads,),
+        (x, w, zp_dev, out, *(_i32(v) for v in ints))
+        + tuple(_i64(v) for v in (*x.strides, *w.strides)),
+        shared_mem=smem,
+    )
+
+
+def _wrap32(v: int) -> int:
+    """v as the int32 with the same bits modulo 2^32 (the kernels' sums wrap anyway)."""
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
 def _tensor_core(
@@ -195,7 +284,11 @@ def _tensor_core(
 
     # Input -> (N, H, W, G*Cgp), padded channels = z_x.
     xn = cupy.empty((n, h, wd, slots), dtype=cupy.uint8)
-    prep_x = get_kernel(_SOURCE, "conv_int_prep_x")
+    # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
+    sn, sc, sh_, sw_ = x.strides
+    plane_contiguous = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
+    vec = plane_contiguous and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and x.data.ptr % 16 == 0
+    prep_x = get_kernel(_SOURCE, f"conv_int_prep_x<{_cxx(vec)}>")
     prep_x(
         (math.ceil(h * wd / 64), math.ceil(slots / 64), n),
         (256,),

@@ -58,14 +58,32 @@ def _run(
     return cupy.asnumpy(got), reference.convolution_integer(x, w, *args)
 
 
-@pytest.fixture(params=["auto", "direct"])
+@pytest.fixture(params=["auto", "direct", "naive"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """'direct' sends every shape down the CUDA-core kernel; 'auto' lets the tensor cores in."""
-    if request.param == "direct":
-        from kernels.cupy_backend import convolution_integer as mod
+    """'direct' sends every shape down the shared-memory CUDA-core kernel (where its tile fits),
+    'naive' down the one-thread-per-output kernel; 'auto' lets the tensor cores in."""
+    from kernels.cupy_backend import convolution_integer as mod
 
+    if request.param in ("direct", "naive"):
         monkeypatch.setattr(mod, "_MIN_TC_CHANNELS", 1 << 30)
+    if request.param == "naive":
+        monkeypatch.setattr(mod, "_TILED_SMEM_BUDGET", 0)
     return str(request.param)
+
+
+def _tiled_kernel_used(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """Records the plans the shared-memory CUDA-core kernel ran with (proves the path ran)."""
+    from kernels.cupy_backend import convolution_integer as mod
+
+    plans: list[tuple[int, ...]] = []
+    real = mod._tiled
+
+    def spy(*args: Any) -> None:
+        plans.append(args[-1])
+        real(*args)
+
+    monkeypatch.setattr(mod, "_tiled", spy)
+    return plans
 
 
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
@@ -226,3 +244,121 @@ def test_empty_batch() -> None:
     w = cupy.ones((8, 16, 3, 3), cupy.int8)
     got = convolution_integer(x, w, 0, np.zeros(8, np.int32), (1, 1), (1, 1), (0, 0), (0, 0), 1)
     assert got.shape == (0, 8, 3, 3) and got.dtype == cupy.int32
+
+
+# ---- shared-memory CUDA-core kernel: depthwise and narrow groups --------------------------
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
+def test_depthwise_zero_points(
+    xt: Any, wt: Any, zp_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = _tiled_kernel_used(monkeypatch)
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 3])
+    x = _rand(rng, (3, 20, 23, 37), xt)
+    w = _rand(rng, (20, 1, 3, 3), wt)
+    zx = 0 if zp_mode == "none" else _zp(rng, xt)
+    if zp_mode == "channel":
+        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 20).astype(np.int32)
+    else:
+        zw = np.full(20, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    got, want = _run(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 20)
+    np.testing.assert_array_equal(got, want)
+    assert plans and plans[0][0] == 1  # one output channel per CTA
+
+
+@pytest.mark.parametrize(
+    ("strides", "dilations", "start", "end"),
+    [
+        ((2, 2), (1, 1), (1, 1), (1, 1)),
+        ((1, 2), (2, 1), (0, 3), (2, 0)),  # asymmetric padding
+        ((3, 1), (1, 3), (4, 1), (0, 5)),
+        ((2, 3), (2, 2), (0, 0), (0, 0)),
+    ],
+)
+@pytest.mark.parametrize("width", [1, 7, 61, 150, 263])  # odd widths; > 128 splits the row
+def test_depthwise_geometry(
+    strides: Any, dilations: Any, start: Any, end: Any, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = _tiled_kernel_used(monkeypatch)
+    rng = np.random.default_rng(width + sum(strides) * 7 + sum(start))
+    x = _rand(rng, (2, 6, 19, width), np.uint8)
+    w = _rand(rng, (12, 1, 3, 5 if width > 8 else 1), np.int8)  # channel multiplier 2
+    zw = rng.integers(-128, 128, 12).astype(np.int32)
+    if width + start[1] + end[1] < dilations[1] * (w.shape[3] - 1) + 1:
+        pytest.fail("test geometry leaves no output column")
+    got, want = _run(x, w, 77, zw, strides, dilations, start, end, 6)
+    np.testing.assert_array_equal(got, want)
+    assert plans
+
+
+@pytest.mark.parametrize(
+    ("c", "m", "groups", "k"),
+    [
+        (128, 128, 32, 3),  # 4 in / 4 out per group
+        (64, 4, 1, 3),  # 4 outputs, 64 channels: several channel chunks with a ragged end
+        (3, 19, 1, 7),  # stem-like: 3 channels, 19 outputs (3 output chunks, last partial)
+        (10, 15, 5, 3),  # 2 in / 3 out per group
+        (6, 12, 3, 1),  # 1x1
+    ],
+)
+def test_narrow_groups(
+    c: int, m: int, groups: int, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = _tiled_kernel_used(monkeypatch)
+    rng = np.random.default_rng(c + m + groups + k)
+    x = _rand(rng, (2, c, 30, 29), np.int8)
+    w = _rand(rng, (m, c // groups, k, k), np.uint8)
+    zw = rng.integers(0, 256, m).astype(np.int32)
+    got, want = _run(x, w, -5, zw, (1, 1), (1, 1), (k // 2, 1), (k // 2, 0), groups)
+    np.testing.assert_array_equal(got, want)
+    assert plans
+    if c == 64:
+        assert plans[0][6] < 64  # the channel loop really ran in chunks
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: __import__("cupy").broadcast_to(a[:1], a.shape),  # 0 stride on N
+        lambda a: __import__("cupy").broadcast_to(a[:, :, :, :1], a.shape),  # 0 stride on W
+        lambda a: __import__("cupy").broadcast_to(a[:, :1], a.shape),  # 0 stride on C
+        lambda a: a[:, :, 1:, 3:],  # unaligned rows: byte head and tail around 4-byte words
+        lambda a: a[:, ::2, ::2, ::2],  # strided W: byte gathers
+    ],
+    ids=["bcast_n", "bcast_w", "bcast_c", "offset", "sliced"],
+)
+def test_depthwise_views(view: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = _tiled_kernel_used(monkeypatch)
+    rng = np.random.default_rng(13)
+    x = _rand(rng, (3, 16, 21, 45), np.uint8)
+    c = view(__import__("cupy").asarray(x)).shape[1]
+    w = _rand(rng, (c, 1, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, c).astype(np.int32)
+    got, want = _run(x, w, 140, zw, (1, 1), (1, 1), (1, 1), (1, 1), c, view)
+    np.testing.assert_array_equal(got, want)
+    assert plans
+
+
+def test_depthwise_one_dimensional(monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = _tiled_kernel_used(monkeypatch)
+    rng = np.random.default_rng(17)
+    x = _rand(rng, (2, 8, 301), np.int8)
+    w = _rand(rng, (8, 1, 5), np.int8)
+    zw = rng.integers(-128, 128, 8).astype(np.int32)
+    got, want = _run(x, w, 3, zw, (2,), (2,), (3,), (0,), 8)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert plans
+
+
+def test_prep_x_vectorized_ragged_plane() -> None:
+    """Tensor-core input transform, 16-byte reads: aligned planes whose size is not a multiple
+    of 16 (the last read of each plane is byte by byte)."""
+    rng = np.random.default_rng(19)
+    x = _rand(rng, (2, 64, 8, 9), np.uint8)  # 72-byte planes; every other one 16-byte aligned
+    w = _rand(rng, (16, 32, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 16).astype(np.int32)
+    got, want = _run(x, w, 128, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, lambda a: a[:, ::2])
+    np.testing.assert_array_equal(got, want)
