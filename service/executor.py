@@ -1,10 +1,11 @@
 """Running operators: a bounded compute queue, worker threads, and the NumPy/CuPy paths.
 
-Array work never runs on the event loop. A request waits for one of `max_concurrency` compute
-slots; when `max_queue` requests are already waiting it is refused (429). The whole wait plus
-compute is bounded by the request time limit (504): a computation that overruns is abandoned
-(its thread finishes in the background and only then frees its slot, so the device is never
-oversubscribed).
+A request waits for one of `max_concurrency` compute slots; when `max_queue` requests are
+already waiting it is refused (429). The whole wait plus compute is bounded by the request time
+limit (504): a computation that overruns is abandoned (its thread finishes in the background and
+only then frees its slot, so the device is never oversubscribed). Array work runs in a worker
+thread, except work the caller has bounded as tiny (`run_inline`), which would cost more in
+thread hand-offs than it takes to compute.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import numpy as np
 
 import kernels
 from kernels import OperatorBase
+from kernels.execute import backend_module
+from kernels.execute import run as run_resolved
 from service.encoding import HostTensor, as_tensor_view
 from service.errors import GatewayTimeoutError, QueueFullError, UnavailableError
 
@@ -66,39 +69,78 @@ class ComputeLimiter:
 
         `on_dequeue` runs once the request leaves the queue (slot acquired, or given up).
         """
+        self._refuse_if_full()
+        token = object()
+        start = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout_s):
+                await self._acquire(token, on_dequeue)
+                timings.queue = time.perf_counter() - start
+                claim = _Claim()
+                try:
+                    result = await anyio.to_thread.run_sync(
+                        self._in_slot, fn, token, claim, abandon_on_cancel=True,
+                        limiter=self._threads,
+                    )  # fmt: skip
+                except BaseException:
+                    # Given up (time limit, cancellation) or failed. A job no worker started
+                    # never will; a finished one is done: either way the slot is freed here.
+                    # A job still running frees it itself when it ends.
+                    if claim.leave():
+                        self._slots.release_on_behalf_of(token)
+                    raise
+                # Released here on the event loop, not from the worker: a blocking call back
+                # into a busy loop would hold the worker (and the slot) for a loop turn.
+                self._slots.release_on_behalf_of(token)
+                return result
+        except TimeoutError:
+            raise GatewayTimeoutError(
+                f"the request exceeded its time limit of {timeout_s:g} s"
+            ) from None
+
+    async def run_inline(
+        self,
+        fn: Callable[[], T],
+        timeout_s: float,
+        timings: Timings,
+        on_dequeue: Callable[[], None] = lambda: None,
+    ) -> T:
+        """Like `run`, but `fn` runs on the event loop: only for work bounded as tiny.
+
+        The queue bound (429), the time limit on the wait (504) and the slot count are the
+        same as `run`'s.
+        """
+        self._refuse_if_full()
+        token = object()
+        start = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout_s):
+                await self._acquire(token, on_dequeue)
+        except TimeoutError:
+            raise GatewayTimeoutError(
+                f"the request exceeded its time limit of {timeout_s:g} s"
+            ) from None
+        timings.queue = time.perf_counter() - start
+        try:
+            return fn()
+        finally:
+            self._slots.release_on_behalf_of(token)
+
+    def _refuse_if_full(self) -> None:
         if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
             raise QueueFullError(
                 f"{self.waiting} requests are already waiting for a compute slot "
                 f"(max_queue = {self.max_queue})",
                 self.retry_after_s,
             )
-        token = object()
-        start = time.perf_counter()
+
+    async def _acquire(self, token: object, on_dequeue: Callable[[], None]) -> None:
+        self.waiting += 1
         try:
-            with anyio.fail_after(timeout_s):
-                self.waiting += 1
-                try:
-                    await self._slots.acquire_on_behalf_of(token)
-                finally:
-                    self.waiting -= 1
-                    on_dequeue()
-                timings.queue = time.perf_counter() - start
-                claim = _Claim()
-                try:
-                    return await anyio.to_thread.run_sync(
-                        self._in_slot, fn, token, claim, abandon_on_cancel=True,
-                        limiter=self._threads,
-                    )  # fmt: skip
-                except BaseException:
-                    # Cancelled before a worker picked the job up: the worker will skip it,
-                    # so the slot is released here (exactly once, whichever side is first).
-                    if claim.abandon():
-                        self._slots.release_on_behalf_of(token)
-                    raise
-        except TimeoutError:
-            raise GatewayTimeoutError(
-                f"the request exceeded its time limit of {timeout_s:g} s"
-            ) from None
+            await self._slots.acquire_on_behalf_of(token)
+        finally:
+            self.waiting -= 1
+            on_dequeue()
 
     def _in_slot(self, fn: Callable[[], T], token: object, claim: _Claim) -> T:
         if not claim.start():
@@ -106,10 +148,12 @@ class ComputeLimiter:
         try:
             return fn()
         finally:
-            try:
-                anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
-            except RuntimeError:
-                pass  # the event loop is gone (shutdown): nothing is left to release
+            if claim.finish():
+                # The request gave up while this ran: nobody else will free the slot.
+                try:
+                    anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
+                except RuntimeError:
+                    pass  # the event loop is gone (shutdown): nothing is left to release
 
 
 class _AbandonedError(Exception):
@@ -117,25 +161,39 @@ class _AbandonedError(Exception):
 
 
 class _Claim:
-    """Decides, once, whether a queued job runs in its worker or is abandoned before."""
+    """Decides, once, which side frees a job's slot: the awaiting request or the worker.
+
+    States: queued -> started -> finished, or queued/started -> left (the request stopped
+    waiting). The request frees the slot unless it left while the job was running; then the
+    worker frees it when the job ends.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state = "queued"
 
     def start(self) -> bool:
+        """In the worker: False when the request left before the job started."""
         with self._lock:
-            if self._state == "abandoned":
+            if self._state == "left":
                 return False
             self._state = "started"
             return True
 
-    def abandon(self) -> bool:
-        """True when the job had not started (and now never will)."""
+    def finish(self) -> bool:
+        """In the worker, once the job ends: True when the worker must free the slot."""
         with self._lock:
-            if self._state != "queued":
+            orphaned = self._state == "left"
+            self._state = "finished"
+            return orphaned
+
+    def leave(self) -> bool:
+        """In the request, when it stops waiting: True when the request must free the slot."""
+        with self._lock:
+            if self._state == "started":
+                self._state = "left"
                 return False
-            self._state = "abandoned"
+            self._state = "left" if self._state == "queued" else self._state
             return True
 
 
@@ -156,7 +214,8 @@ class Backend:
             return self._run_cupy(op, inputs, timings)
         t0 = time.perf_counter()
         views = {name: t.view() for name, t in inputs.items()}
-        out = kernels.execute(op, views, backend="numpy")["OutputTensor"]
+        # `op` was resolved against exactly these tensors: run it without resolving again.
+        out = run_resolved(op, views, backend_module("numpy"))
         timings.compute = time.perf_counter() - t0
         return np.asarray(out)
 
@@ -208,7 +267,7 @@ class Backend:
                 device_inputs = {n: view for n, (view, _) in staged.items()}
                 del staged
                 t1 = time.perf_counter()
-                out = kernels.execute(op, device_inputs, backend="cupy")["OutputTensor"]
+                out = run_resolved(op, device_inputs, backend_module("cupy"))
                 stream.synchronize()
                 t2 = time.perf_counter()
                 host = _to_host(out, stream)
