@@ -8,6 +8,7 @@ counters carry the `dmlserve_` prefix.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -15,6 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from service.executor import Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+_VERSION = "1"  # every model has the one version
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -88,11 +90,25 @@ class Metrics:
             "nv_inference_pending_request_count", "Requests waiting for a compute slot", model,
             registry=r,
         )  # fmt: skip
+        # Labelled children by label values: `.labels()` costs a lock and a few dict lookups.
+        self._children: dict[tuple[Any, ...], Any] = {}
 
     def bind_gauges(self, queued: Callable[[], int], gpu_bytes: Callable[[], int | None]) -> None:
         """Gauges read at scrape time from the live limiter and backend."""
         self.queued.set_function(lambda: float(queued()))
         self.gpu_memory.set_function(lambda: float(gpu_bytes() or 0))
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, memoized: `.labels()` costs a lock and several lookups."""
+        key = (id(metric), *labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
+    def pending(self, model: str) -> Any:
+        """The pending-request gauge of `model`."""
+        return self.child(self.nv_pending, model, _VERSION)
 
     def observe(
         self,
@@ -108,24 +124,24 @@ class Metrics:
         reason: str = "",
     ) -> None:
         """Record one finished operator request."""
-        version = "1"
-        self.requests.labels(operator, str(status)).inc()
-        self.latency.labels(operator).observe(seconds)
-        self.bytes_in.labels(operator).inc(bytes_in)
-        self.bytes_out.labels(operator).inc(bytes_out)
-        self.nv_request_us.labels(model, version).inc(seconds * 1e6)
+        c, v = self.child, _VERSION
+        c(self.requests, operator, str(status)).inc()
+        c(self.latency, operator).observe(seconds)
+        c(self.bytes_in, operator).inc(bytes_in)
+        c(self.bytes_out, operator).inc(bytes_out)
+        c(self.nv_request_us, model, v).inc(seconds * 1e6)
         if timings is not None:
             for stage in ("queue", "transfer", "compute"):
-                self.stage.labels(operator, stage).observe(getattr(timings, stage))
-            self.nv_queue_us.labels(model, version).inc(timings.queue * 1e6)
-            self.nv_input_us.labels(model, version).inc(timings.transfer * 1e6)
-            self.nv_infer_us.labels(model, version).inc(timings.compute * 1e6)
+                c(self.stage, operator, stage).observe(getattr(timings, stage))
+            c(self.nv_queue_us, model, v).inc(timings.queue * 1e6)
+            c(self.nv_input_us, model, v).inc(timings.transfer * 1e6)
+            c(self.nv_infer_us, model, v).inc(timings.compute * 1e6)
         if status == 200:
-            self.nv_success.labels(model, version).inc()
-            self.nv_count.labels(model, version).inc(batch)
-            self.nv_exec.labels(model, version).inc()
+            c(self.nv_success, model, v).inc()
+            c(self.nv_count, model, v).inc(batch)
+            c(self.nv_exec, model, v).inc()
         else:
-            self.nv_failure.labels(model, version, reason or str(status)).inc()
+            c(self.nv_failure, model, v, reason or str(status)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -78,7 +78,8 @@ class ServiceState:
         return self.backend
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, one thread hop each.
     state: ServiceState = request.app.state.dmlserve
     return state
 
@@ -135,10 +136,35 @@ async def compute(
         except DescriptorError as exc:
             raise as_unprocessable(exc) from None
 
-    pending = state.metrics.nv_pending.labels(model or str(op.type), "1")
+    pending = state.metrics.pending(model or str(op.type))
     pending.inc()
-    output = await state.limiter.run(work, s.request_timeout_s, timings, on_dequeue=pending.dec)
+    # Tiny NumPy work costs less than the thread hand-offs around it; CuPy work always runs
+    # in a worker thread (each worker owns a CUDA stream).
+    inline = backend.name == "numpy" and is_tiny(op, inputs)
+    run = state.limiter.run_inline if inline else state.limiter.run
+    output = await run(work, s.request_timeout_s, timings, on_dequeue=pending.dec)
     return Outcome(op, output, timings)
+
+
+# Work under both bounds runs on the event loop (NumPy backend). Bytes: what the operator
+# reads and writes, the output counted once per window tap; taps: the reference backend's
+# Python-level loop runs once per window offset.
+INLINE_WORK_BYTES = 64 << 10
+INLINE_TAPS = 64
+
+
+def is_tiny(op: OperatorBase, inputs: Mapping[str, HostTensor]) -> bool:
+    """Whether running `op` on `inputs` is small enough not to stall the event loop."""
+    out = op.output_tensor
+    assert out is not None
+    window = getattr(op, "window_sizes", None) or getattr(op, "window_size", None)
+    if window is None and "FilterTensor" in inputs:
+        window = inputs["FilterTensor"].sizes[1:]  # (C/G, *K): the taps per output element
+    taps = math.prod(window) if window else 1
+    if taps > INLINE_TAPS:
+        return False
+    touched = sum(t.buffer.nbytes for t in inputs.values()) + out.nbytes * taps
+    return touched <= INLINE_WORK_BYTES
 
 
 async def warm_registered(state: ServiceState, op: OperatorBase) -> None:
