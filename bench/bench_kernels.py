@@ -9,7 +9,7 @@ numbers are DRAM numbers. Effective bandwidth counts the minimal bytes (each inp
 read once, each output element written once). Each case also checks our output against the
 peer's where the semantics coincide.
 
-    python3 bench/bench_kernels.py [--json out.json] [--repeat 30]
+    python3 bench/bench_kernels.py [--json out.json] [--repeat 30] [--only avgpool]
 """
 
 from __future__ import annotations
@@ -142,10 +142,12 @@ def copy_ceiling(repeat: int) -> float:
     return 2 * src.nbytes / t / 1e6
 
 
-def cases(repeat: int, ceiling: float) -> list[dict[str, Any]]:
+def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     rows = []
 
     def add(*args: Any, **kwargs: Any) -> None:
+        if only and not any(word in args[0] for word in only):
+            return
         try:
             rows.append(measure(*args, repeat=repeat, ceiling=ceiling, **kwargs))
         except Exception as exc:  # noqa: BLE001 - report the case and go on with the others
@@ -224,16 +226,25 @@ def cases(repeat: int, ceiling: float) -> list[dict[str, Any]]:
     unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1)
 
     # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
-    def pool_case(shape: tuple[int, ...], k: int, s: int, p: int, dtype: Any = np.float32) -> None:
+    # `path` forces one kernel ("tiled", "rows"), to compare them on the same case.
+    def pool_case(
+        shape: tuple[int, ...],
+        k: int,
+        s: int,
+        p: int,
+        dtype: Any = np.float32,
+        path: str | None = None,
+    ) -> None:
         dims = len(shape) - 2
         outs = [(n + 2 * p - k) // s + 1 for n in shape[2:]]
         pool = F.avg_pool2d if dims == 2 else F.avg_pool3d
         add(
-            f"avgpool{dims}d k{k}s{s}p{p} {'x'.join(map(str, shape))}",
+            f"avgpool{dims}d k{k}s{s}p{p} {'x'.join(map(str, shape))}"
+            + (f" [{path}]" if path else ""),
             shape,
             dtype,
             lambda x: cb.average_pooling(
-                x, (k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims, True
+                x, (k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims, True, path=path
             ),
             lambda t: pool(t, k, s, p, ceil_mode=False, count_include_pad=True),
             shape[0] * shape[1] * math.prod(outs),
@@ -241,12 +252,18 @@ def cases(repeat: int, ceiling: float) -> list[dict[str, Any]]:
         )
 
     pool_case((32, 64, 112, 112), 3, 1, 1)
+    pool_case((32, 64, 112, 112), 3, 1, 1, path="rows")
     pool_case((32, 64, 112, 112), 3, 2, 1)
+    pool_case((32, 64, 112, 112), 3, 2, 1, path="rows")
     pool_case((32, 64, 112, 112), 2, 2, 0)
+    pool_case((32, 64, 112, 112), 2, 2, 0, path="tiled")
+    pool_case((32, 64, 112, 112), 2, 2, 0, np.float16)
     pool_case((32, 64, 112, 112), 3, 1, 1, np.float16)
     pool_case((1, 64, 224, 224), 3, 1, 1)
     pool_case((8, 32, 32, 64, 64), 3, 1, 1)
+    pool_case((8, 32, 32, 64, 64), 3, 1, 1, path="rows")
     pool_case((8, 32, 32, 64, 64), 2, 2, 0)
+    pool_case((8, 32, 32, 64, 64), 2, 2, 0, path="tiled")
     return rows
 
 
@@ -258,6 +275,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="run cases whose name contains this (repeatable)",
+    )
     args = parser.parse_args()
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -274,7 +297,7 @@ def main() -> None:
         f"# bench_kernels: {header['device']}, {header['date']}, torch {header['torch']}, "
         f"cupy {header['cupy']}; copy ceiling {ceiling:.0f} GB/s (read + write)\n"
     )
-    rows = cases(args.repeat, ceiling)
+    rows = cases(args.repeat, ceiling, args.only)
     print(
         "| case | dtype | ours µs | ours GB/s | of copy | torch µs | torch GB/s | speedup "
         "| ours call µs | torch call µs | match |"

@@ -7,6 +7,11 @@
 // then each output sums KD*KH of those partial rows: the separable box sum, so every input
 // element is read from global memory once per tile instead of once per tap. Row-level
 // index math (offsets, bounds, divisors) is tabulated in shared memory first.
+// Window sizes 1, 2 and 3 per axis are template parameters (0 = read from the parameters), so
+// the window loops of the common cases unroll completely.
+// pool_rows: for windows that do not overlap (stride >= dilated window on every axis), every
+// input element is read at most once anyway: one thread per V consecutive outputs along W,
+// no shared memory, one wide load per window row where the span is contiguous and aligned.
 // pool_direct: one thread per output, the fallback for windows too large for a tile.
 #include <cuda_fp16.h>
 
@@ -37,7 +42,15 @@ struct PoolParams {
     FastDivmod channel_div;   // division by C
     int include_padding;
     float taps;               // prod(window), the IncludePadding divisor
+    FastDivmod groups_div;    // division by the V-output groups per W row (pool_rows)
+    int contiguous;           // pool_rows: W stride 1, stride == window, dilation 1 along W
 };
+
+// The window size of axis `d`: the template constant when there is one.
+template <int K>
+__device__ __forceinline__ int window_of(const PoolParams& p, int d) {
+    return K > 0 ? K : p.window[d];
+}
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
@@ -76,7 +89,7 @@ __device__ __forceinline__ int taps_inside(const PoolParams& p, int d, int start
 // int sums_row[TD*TH] (index of the row's first window row in row_sums), float
 // row_divisor[TD*TH] (the D x H part of the divisor). Per-row work is done once per row
 // here, so the per-element loops are a fast division, a table read and the memory access.
-template <typename T>
+template <typename T, int KD_, int KH_, int KW_>
 __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
     extern __shared__ float smem[];
     const int TD = p.tile[0], TH = p.tile[1], TW = p.tile[2];
@@ -157,20 +170,21 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     __syncthreads();
 
     // 2. Sums along W for every input row of the tile.
-    const int KW = p.window[2], SW = p.stride[2], DW = p.dilation[2];
+    const int KW = window_of<KW_>(p, 2), SW = p.stride[2], DW = p.dilation[2];
     const int sums_count = in_rows * TW;
     for (int i = threadIdx.x; i < sums_count; i += blockDim.x) {
         const unsigned r = fast_div((unsigned)i, p.tile_w_div);
         const int ow = i - (int)(r * (unsigned)TW);
         const float* src = in_tile + r * IW + ow * SW;
         float s = 0.0f;
+#pragma unroll
         for (int k = 0; k < KW; ++k) s += src[k * DW];
         row_sums[i] = s;
     }
     __syncthreads();
 
     // 3. Sums over D and H of the row sums, divided, written along W.
-    const int KD = p.window[0], KH = p.window[1];
+    const int KD = window_of<KD_>(p, 0), KH = window_of<KH_>(p, 1);
     const int step_d = p.dilation[0] * IH * TW, step_h = p.dilation[1] * TW;
     const int out_w = p.out[2];
     const int out_count = out_rows * TW;
@@ -182,13 +196,124 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
         if (off < 0 || gw >= out_w) continue;
         const float* src = row_sums + sums_row[r] + ow;
         float s = 0.0f;
+#pragma unroll
         for (int kd = 0; kd < KD; ++kd) {
             const float* plane_rows = src + kd * step_d;
+#pragma unroll
             for (int kh = 0; kh < KH; ++kh) s += plane_rows[kh * step_h];
         }
         float divisor = row_divisor[r];
         if (!p.include_padding) divisor *= (float)taps_inside(p, 2, gw * SW - p.pad_lo[2]);
         out_plane[off + gw] = from_float<T>(__fdividef(s, divisor));
+    }
+}
+
+// Add the V windows of one input row that start at W position `x0` (stride SW, dilation DW,
+// KW taps) to s[0..V). Windows wholly inside the row skip the bounds tests; with
+// `contiguous` (the V windows tile V*KW adjacent elements) and an aligned start, the span is
+// one 8- or 16-byte load.
+template <typename T, typename IDX, int KW_, int V>
+__device__ __forceinline__ void add_row(const T* __restrict__ row, int x0, const PoolParams& p,
+                                        float (&s)[V]) {
+    const int KW = window_of<KW_>(p, 2), SW = p.stride[2], DW = p.dilation[2];
+    const int size_w = p.size[2];
+    const IDX sw = (IDX)p.x_stride[2];
+    const bool inside = x0 >= 0 && x0 + (V - 1) * SW + (KW - 1) * DW < size_w;
+    if (inside) {
+        constexpr int SPAN_BYTES = KW_ * V * (int)sizeof(T);
+        if constexpr (KW_ > 0 && (SPAN_BYTES == 8 || SPAN_BYTES == 16)) {
+            const T* src = row + x0;
+            if (p.contiguous && ((unsigned long long)src & (SPAN_BYTES - 1)) == 0) {
+                typedef typename Bits<SPAN_BYTES == 16 ? 8 : 4>::type Word;  // 8 or 4 bytes
+                constexpr int WORDS = SPAN_BYTES / (int)sizeof(Word);
+                alignas(16) Word w[WORDS];
+                if constexpr (SPAN_BYTES == 16) {
+                    const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+                    w[0] = ((unsigned long long)v.y << 32) | v.x;
+                    w[1] = ((unsigned long long)v.w << 32) | v.z;
+                } else {
+                    const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+                    w[0] = v.x;
+                    w[1] = v.y;
+                }
+                const T* e = reinterpret_cast<const T*>(w);
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+#pragma unroll
+                    for (int k = 0; k < KW; ++k) s[v] += to_float(e[v * KW + k]);
+                }
+                return;
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+#pragma unroll
+            for (int k = 0; k < KW; ++k) {
+                s[v] += to_float(__ldg(row + (IDX)(x0 + v * SW + k * DW) * sw));
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+#pragma unroll
+        for (int k = 0; k < KW; ++k) {
+            const int gx = x0 + v * SW + k * DW;
+            if ((unsigned)gx < (unsigned)size_w) s[v] += to_float(__ldg(row + (IDX)gx * sw));
+        }
+    }
+}
+
+// One thread per V consecutive outputs of a W row, windows that do not overlap: every input
+// element is read at most once, so no tile is needed. IDX is int when every input offset,
+// output index and thread index fits in 31 bits.
+template <typename T, typename IDX, int KD_, int KH_, int KW_, int V>
+__global__ void __launch_bounds__(256) pool_rows(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
+    const long long tl = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (tl >= p.total) return;
+    IDX row_index, g, oh, od, rest, n, c;
+    divmod<IDX>((IDX)tl, p.groups_div, row_index, g);  // row_index: (plane, od, oh)
+    divmod<IDX>(row_index, p.out_div[1], rest, oh);
+    divmod<IDX>(rest, p.out_div[0], rest, od);
+    divmod<IDX>(rest, p.channel_div, n, c);
+    const T* plane = x + (n * (IDX)p.x_stride_n + c * (IDX)p.x_stride_c);
+    const int KD = window_of<KD_>(p, 0), KH = window_of<KH_>(p, 1);
+    const int ow0 = (int)g * V;
+    const int z0 = (int)od * p.stride[0] - p.pad_lo[0];
+    const int y0 = (int)oh * p.stride[1] - p.pad_lo[1];
+    const int x0 = ow0 * p.stride[2] - p.pad_lo[2];
+
+    float s[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) s[v] = 0.0f;
+#pragma unroll
+    for (int kd = 0; kd < KD; ++kd) {
+        const int z = z0 + kd * p.dilation[0];
+        if ((unsigned)z >= (unsigned)p.size[0]) continue;
+#pragma unroll
+        for (int kh = 0; kh < KH; ++kh) {
+            const int yy = y0 + kh * p.dilation[1];
+            if ((unsigned)yy >= (unsigned)p.size[1]) continue;
+            const T* row = plane + ((IDX)z * (IDX)p.x_stride[0] + (IDX)yy * (IDX)p.x_stride[1]);
+            add_row<T, IDX, KW_, V>(row, x0, p, s);
+        }
+    }
+
+    float divisor = p.taps;
+    if (!p.include_padding) {
+        divisor = (float)(valid_taps((int)od, p.stride[0], p.pad_lo[0], p.dilation[0], p.window[0], p.size[0]) *
+                          valid_taps((int)oh, p.stride[1], p.pad_lo[1], p.dilation[1], p.window[1], p.size[1]));
+    }
+    const int out_w = p.out[2];
+    T* dst = y + (row_index * (IDX)out_w + (IDX)ow0);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        if (ow0 + v >= out_w) break;
+        float d = divisor;
+        if (!p.include_padding) {
+            d *= (float)valid_taps(ow0 + v, p.stride[2], p.pad_lo[2], p.dilation[2], p.window[2], p.size[2]);
+        }
+        dst[v] = from_float<T>(__fdividef(s[v], d));
     }
 }
 
@@ -222,8 +347,28 @@ __global__ void __launch_bounds__(256) pool_direct(const T* __restrict__ x, T* _
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-template __global__ void dml::pool_tiled<float>(const float*, float*, const dml::PoolParams);
-template __global__ void dml::pool_tiled<__half>(const __half*, __half*, const dml::PoolParams);
+#define DML_POOL_TILED(T, KD, KH, KW) \
+    template __global__ void dml::pool_tiled<T, KD, KH, KW>(const T*, T*, const dml::PoolParams);
+#define DML_POOL_ROWS(T, IDX, KD, KH, KW, V) \
+    template __global__ void dml::pool_rows<T, IDX, KD, KH, KW, V>(const T*, T*, const dml::PoolParams);
+DML_POOL_TILED(float, 0, 0, 0)
+DML_POOL_TILED(__half, 0, 0, 0)
+DML_POOL_TILED(float, 1, 3, 3)
+DML_POOL_TILED(__half, 1, 3, 3)
+DML_POOL_TILED(float, 1, 2, 2)
+DML_POOL_TILED(float, 1, 1, 3)
+DML_POOL_TILED(float, 3, 3, 3)
+DML_POOL_TILED(float, 2, 3, 1)
+DML_POOL_ROWS(float, int, 1, 2, 2, 2)
+DML_POOL_ROWS(__half, int, 1, 2, 2, 4)
+DML_POOL_ROWS(float, int, 1, 3, 3, 2)
+DML_POOL_ROWS(float, int, 1, 1, 1, 4)
+DML_POOL_ROWS(__half, int, 1, 1, 1, 8)
+DML_POOL_ROWS(float, int, 2, 2, 2, 2)
+DML_POOL_ROWS(float, long long, 1, 1, 2, 2)
+DML_POOL_ROWS(__half, long long, 1, 1, 2, 4)
+DML_POOL_ROWS(float, int, 0, 0, 0, 2)
+DML_POOL_ROWS(__half, long long, 0, 0, 0, 2)
 template __global__ void dml::pool_direct<float>(const float*, float*, const dml::PoolParams);
 template __global__ void dml::pool_direct<__half>(const __half*, __half*, const dml::PoolParams);
 #endif

@@ -17,6 +17,7 @@ from ._common import (
     fast_divmod,
     fill_divisors,
     grid_for,
+    index_type,
     make_struct,
 )
 from ._loader import get_kernel
@@ -47,8 +48,16 @@ PARAMS = make_struct(
         ("channel_div", FAST_DIVMOD, 0),
         ("include_padding", "<i4", 0),
         ("taps", "<f4", 0),
+        ("groups_div", FAST_DIVMOD, 0),
+        ("contiguous", "<i4", 0),
     ]
 )
+
+# Window sizes compiled as template constants (others are read at run time).
+SPECIALISED_WINDOWS = (1, 2, 3)
+# Kernel paths; each can be switched off here, falling back to the generic tiled kernel.
+USE_SPECIALISED_TILES = True
+USE_ROWS_KERNEL = True
 
 # Shared memory per CTA (float32 input tile + row sums): small enough for several CTAs per SM.
 SMEM_BUDGET = 32 * 1024
@@ -91,6 +100,25 @@ def choose_tile(
         tile[axis] = max(1, tile[axis] // 2)
 
 
+def _constant(window: int) -> int:
+    return window if window in SPECIALISED_WINDOWS else 0
+
+
+def outputs_per_thread(window_w: int, itemsize: int) -> int:
+    """Outputs along W per pool_rows thread: a 16-byte input span when the window allows."""
+    if window_w not in SPECIALISED_WINDOWS:
+        return 1
+    span = window_w * itemsize
+    if 16 % span == 0:
+        return min(8, 16 // span)
+    return 4 if itemsize == 2 else 2
+
+
+def windows_overlap(window: Sequence[int], stride: Sequence[int], dilation: Sequence[int]) -> bool:
+    """True when some input element lies in two windows (then a shared tile saves reads)."""
+    return any((k - 1) * d + 1 > st for k, st, d in zip(window, stride, dilation, strict=True))
+
+
 class _Plan(NamedTuple):
     out_shape: tuple[int, ...]
     kernel: Any
@@ -106,8 +134,13 @@ def _plan(
     dtype: np.dtype,
     geometry: tuple[tuple[int, ...], ...],
     include_padding: bool,
+    path: str | None = None,
 ) -> _Plan:
-    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    """Everything but the data, once per geometry: a call then only allocates and launches.
+
+    ``path`` ("tiled", "rows", "direct") forces a kernel, for measurements; None chooses:
+    pool_rows where windows do not overlap, else pool_tiled, else pool_direct.
+    """
     window_size, strides, dilations, start_padding, _ = geometry
     n, c, *sizes = shape
     dims = len(sizes)
@@ -138,10 +171,26 @@ def _plan(
     p["taps"] = math.prod(window_size)
 
     cpp = from_numpy(dtype).info.cpp
+    if path is None and USE_ROWS_KERNEL and not windows_overlap(window_size, strides, dilations):
+        path = "rows"
+    if path == "rows":
+        v = outputs_per_thread(window3[2], dtype.itemsize)
+        groups = -(-out3[2] // v)
+        total = n * c * out3[0] * out3[1] * groups
+        p["total"] = total
+        p["groups_div"] = fast_divmod(groups)
+        p["contiguous"] = int(
+            xs[-1] == 1 and stride3[2] == window3[2] and (window3[2] == 1 or dilation3[2] == 1)
+        )
+        idx = index_type(shape, xs, math.prod(out_shape), total)
+        k = ", ".join(str(_constant(w)) for w in window3)
+        kernel = get_kernel("average_pooling.cu", f"dml::pool_rows<{cpp}, {idx}, {k}, {v}>")
+        return _Plan(out_shape, kernel, grid_for(total), 0, p)
+
     choice = choose_tile(out3, window3, stride3, dilation3)
     # pool_tiled forms in-row offsets in 32 bits.
     row_fits = (sizes[-1] - 1) * abs(xs[-1]) <= INT32_LIMIT
-    if choice is None or not row_fits:
+    if choice is None or not row_fits or path == "direct":
         total = math.prod(out_shape)
         p["total"] = total
         kernel = get_kernel("average_pooling.cu", f"dml::pool_direct<{cpp}>")
@@ -158,7 +207,8 @@ def _plan(
     p["in_h_div"] = fast_divmod(ext[1])
     p["tile_w_div"] = fast_divmod(tile[2])
     p["tile_h_div"] = fast_divmod(tile[1])
-    kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}>")
+    k = ", ".join(str(_constant(w) if USE_SPECIALISED_TILES else 0) for w in window3)
+    kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}, {k}>")
     return _Plan(out_shape, kernel, (ctas, 1, 1), shared_bytes(tile, ext), p)
 
 
@@ -170,14 +220,19 @@ def average_pooling(
     start_padding: Sequence[int],
     end_padding: Sequence[int],
     include_padding: bool,
+    *,
+    path: str | None = None,
 ) -> Any:
-    """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums."""
+    """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums.
+
+    ``path`` forces one kernel ("tiled", "rows", "direct"; for tests and measurements).
+    """
     import cupy
 
     geometry = tuple(
         tuple(v) for v in (window_size, strides, dilations, start_padding, end_padding)
     )
-    plan = _plan(x.shape, x.strides, x.dtype, geometry, bool(include_padding))
+    plan = _plan(x.shape, x.strides, x.dtype, geometry, bool(include_padding), path)
     y = cupy.empty(plan.out_shape, dtype=x.dtype)
     if plan.kernel is not None:
         plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]), shared_mem=plan.shared_mem)

@@ -11,6 +11,7 @@ memory) or a wrong index shows as a mismatch. Every case runs on C-contiguous, s
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Callable
@@ -313,7 +314,9 @@ def test_unfold_then_fold_counts_overlaps() -> None:
 
 # ----------------------------------------------------------------------------- AVERAGE_POOLING
 
-# (spatial sizes, window, strides, dilations, start, end)
+# (spatial sizes, window, strides, dilations, start, end). Kernel paths (average_pooling.py):
+# overlapping windows -> pool_tiled (window sizes 1..3 per axis compiled as constants),
+# non-overlapping -> pool_rows, windows too large for a tile -> pool_direct.
 POOL_CASES = [
     ((9, 11), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
     ((10, 13), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
@@ -325,18 +328,35 @@ POOL_CASES = [
     ((6, 7, 9), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
     ((9, 8, 10), (2, 3, 2), (2, 1, 3), (2, 1, 2), (1, 0, 2), (0, 2, 1)),
     ((5, 20, 130), (1, 3, 3), (1, 2, 2), (1, 1, 1), (0, 1, 1), (0, 1, 1)),
+    ((12, 19), (2, 2), (1, 1), (1, 1), (0, 1), (1, 0)),  # tiled, window 2 constants
+    ((10, 21), (1, 3), (1, 1), (1, 1), (0, 1), (0, 1)),  # tiled, window 1 on an axis
+    ((50,), (3,), (1,), (1,), (1,), (1,)),  # 1-D tiled, window 3
+    ((9, 13), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),  # rows, window 1, odd width
+    ((11, 17), (3, 3), (3, 3), (1, 1), (1, 1), (1, 2)),  # rows, stride == window 3, padded
+    ((10, 15), (2, 2), (3, 2), (2, 1), (1, 1), (0, 1)),  # rows, dilated H, odd width
+    ((37,), (2,), (2,), (1,), (1,), (0,)),  # 1-D rows, padded, odd width
+    ((6, 7, 9), (2, 2, 2), (2, 2, 2), (1, 1, 1), (0, 0, 0), (1, 1, 1)),  # 3-D rows
+    ((8, 9, 12), (4, 1, 5), (4, 2, 5), (1, 1, 1), (0, 0, 1), (0, 1, 2)),  # rows, run-time windows
+    ((20, 23), (2, 3), (5, 4), (3, 1), (2, 0), (1, 2)),  # rows, stride > window, dilated H
+    ((7, 64), (2, 2), (2, 2), (1, 1), (0, 0), (1, 0)),  # rows, 16-byte spans on aligned rows
 ]
 
+# None: the launcher's choice; the others force a kernel on every case (any kernel is
+# correct for any geometry; forcing covers each on the other's cases too).
+POOL_PATHS = [None, "rows", "tiled"]
 
+
+@pytest.mark.parametrize("path", POOL_PATHS, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=str)
 @pytest.mark.parametrize("include_padding", [True, False])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_average_pooling(dtype: Any, include_padding: bool, layout: str) -> None:
+def test_average_pooling(dtype: Any, include_padding: bool, layout: str, path: str | None) -> None:
     rng = np.random.default_rng(31)
+    backend_op = functools.partial(_backend().average_pooling, path=path)
     for case in POOL_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
         run_case(
-            _backend().average_pooling,
+            backend_op,
             reference.average_pooling,
             host,
             layout,
@@ -344,3 +364,17 @@ def test_average_pooling(dtype: Any, include_padding: bool, layout: str) -> None
             float_rtol(dtype),
             4,
         )
+
+
+def test_average_pooling_needs_64_bit_indexing() -> None:
+    import cupy
+
+    width = 2**30 + 6  # two planes of it: more than 2**31 elements
+    try:
+        x = (cupy.arange(2 * width, dtype=cupy.int32) % 7).astype(cupy.float16).reshape(1, 2, -1)
+        y = _backend().average_pooling(x, (2,), (2,), (1,), (0,), (1,), False)
+    except cupy.cuda.memory.OutOfMemoryError:
+        pytest.skip("not enough device memory for a > 2**31-element tensor")
+    pairs = x[..., : width - width % 2].astype(cupy.float32).reshape(1, 2, -1, 2).mean(axis=-1)
+    assert y.shape == (1, 2, width // 2 + width % 2)
+    assert bool((y[..., : pairs.shape[-1]].astype(cupy.float32) == pairs).all())
