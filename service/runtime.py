@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
@@ -16,10 +17,18 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.to_thread
 import numpy as np
+import orjson
 from fastapi import Depends, Request
 
 import kernels
-from kernels import DescriptorError, LimitExceededError, OperatorBase
+from kernels import (
+    AveragePoolingOperator,
+    DescriptorError,
+    FoldOperator,
+    LimitExceededError,
+    OperatorBase,
+    UnfoldOperator,
+)
 from service.encoding import HostTensor
 from service.errors import (
     PayloadTooLargeError,
@@ -42,6 +51,7 @@ class ServiceState:
     settings: Settings
     metrics: Metrics = field(default_factory=Metrics)
     registry: OperatorRegistry = field(default_factory=OperatorRegistry)
+    resolved: ResolveCache = field(default_factory=lambda: ResolveCache())
     limiter: ComputeLimiter = field(init=False)
     backend: Backend | None = None
     ready: bool = False
@@ -78,10 +88,15 @@ class ServiceState:
         return self.backend
 
 
-async def get_state(request: Request) -> ServiceState:
-    # async: FastAPI runs a plain `def` dependency in its thread pool, one thread hop each.
+def state_of(request: Request) -> ServiceState:
+    """The app's state. Operator routes call this directly: a dependency costs far more."""
     state: ServiceState = request.app.state.dmlserve
     return state
+
+
+async def get_state(request: Request) -> ServiceState:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, one thread hop each.
+    return state_of(request)
 
 
 StateDep = Annotated[ServiceState, Depends(get_state)]
@@ -96,13 +111,55 @@ class Outcome:
     timings: Timings
 
 
+class ResolveCache:
+    """Recently resolved descriptors, keyed by the descriptor and the tensors' types and sizes.
+
+    `kernels.resolve` is a pure function of exactly these, so a repeated request (the same
+    descriptor on same-shaped tensors) reuses the first one's result; every new pair is still
+    fully validated. Only successes are kept; bounded (least recently used goes first).
+    """
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, OperatorBase]] = OrderedDict()
+
+    def resolve(self, op: Any, inputs: Mapping[str, HostTensor]) -> OperatorBase:
+        shapes = tuple((name, t.data_type, t.sizes) for name, t in inputs.items())
+        if isinstance(op, dict):
+            try:
+                # The exact JSON text (1 and 1.0, key order) identifies the parsed values.
+                ident: Any = orjson.dumps(op)
+            except orjson.JSONEncodeError:
+                return self._resolve(op, inputs)
+        else:
+            ident = id(op)  # a model: the entry holds it, so the id is not reused meanwhile
+        key = (ident, shapes)
+        hit = self._entries.get(key)
+        if hit is not None and (isinstance(op, dict) or hit[0] is op):
+            self._entries.move_to_end(key)
+            return hit[1]
+        resolved = self._resolve(op, inputs)
+        self._entries[key] = (op if not isinstance(op, dict) else None, resolved)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return resolved
+
+    @staticmethod
+    def _resolve(op: Any, inputs: Mapping[str, HostTensor]) -> OperatorBase:
+        return kernels.resolve(op, {name: t_desc(t) for name, t in inputs.items()})
+
+
 def bind(
-    op: Any, inputs: Mapping[str, HostTensor], loc: tuple[str | int, ...] = ()
+    op: Any,
+    inputs: Mapping[str, HostTensor],
+    loc: tuple[str | int, ...] = (),
+    cache: ResolveCache | None = None,
 ) -> OperatorBase:
     """Resolve a descriptor (dict or model) against the request's tensors: 422 on a rule."""
-    descs = {name: t_desc(t) for name, t in inputs.items()}
     try:
-        return kernels.resolve(op, descs)
+        if cache is not None:
+            return cache.resolve(op, inputs)
+        return ResolveCache._resolve(op, inputs)
     except DescriptorError as exc:
         raise as_unprocessable(exc, loc) from None
 
@@ -157,10 +214,13 @@ def is_tiny(op: OperatorBase, inputs: Mapping[str, HostTensor]) -> bool:
     """Whether running `op` on `inputs` is small enough not to stall the event loop."""
     out = op.output_tensor
     assert out is not None
-    window = getattr(op, "window_sizes", None) or getattr(op, "window_size", None)
-    if window is None and "FilterTensor" in inputs:
-        window = inputs["FilterTensor"].sizes[1:]  # (C/G, *K): the taps per output element
-    taps = math.prod(window) if window else 1
+    taps = 1
+    if isinstance(op, FoldOperator | UnfoldOperator):
+        taps = math.prod(op.window_sizes)
+    elif isinstance(op, AveragePoolingOperator):
+        taps = math.prod(op.window_size)
+    elif "FilterTensor" in inputs:
+        taps = math.prod(inputs["FilterTensor"].sizes[1:])  # (C/G, *K) per output element
     if taps > INLINE_TAPS:
         return False
     touched = sum(t.buffer.nbytes for t in inputs.values()) + out.nbytes * taps

@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from kernels import DescriptorError
 from service.limits import Body, read_body
-from service.observability import require_key
+from service.observability import KeyedRoute
 from service.registry import check_name, resolve_for_registration
 from service.runtime import (
     Observation,
@@ -21,6 +21,7 @@ from service.runtime import (
     bind,
     compute,
     offload,
+    state_of,
     warm_registered,
 )
 from service.schemas import (
@@ -63,7 +64,7 @@ def _body_doc(model: type) -> dict[str, Any]:
     }
 
 
-router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, dependencies=[require_key])
+router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, route_class=KeyedRoute)
 
 
 @router.post(
@@ -72,7 +73,8 @@ router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, dependencies=[
     summary="Execute an operator given inline",
     openapi_extra=_body_doc(ExecuteRequest),
 )
-async def execute(request: Request, state: StateDep) -> Response:
+async def execute(request: Request) -> Response:
+    state = state_of(request)
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
         req = validate(ExecuteRequest, await parse_json(body.json))
@@ -90,7 +92,7 @@ async def _run(
     """Decode the tensors, bind the descriptor to them, compute, and encode the output."""
     limit = state.settings.max_tensor_bytes
     inputs, default = await offload(len(body.json), decode_v1_inputs, wire_inputs, body, limit)
-    op = bind(descriptor, inputs, ("operator",))
+    op = bind(descriptor, inputs, ("operator",), state.resolved)
     obs.operator = str(op.type)
     outcome = await compute(state, op, inputs, obs.model)
     backend = state.require_ready().name
@@ -148,7 +150,8 @@ async def delete_operator(name: str, state: StateDep) -> Response:
     summary="Execute a registered operator",
     openapi_extra=_body_doc(OperatorExecuteRequest),
 )
-async def execute_registered(name: str, request: Request, state: StateDep) -> Response:
+async def execute_registered(name: str, request: Request) -> Response:
+    state = state_of(request)
     reg = state.registry.get(name)
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:

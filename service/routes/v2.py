@@ -19,9 +19,9 @@ from service.kserve import (
     wants_binary,
 )
 from service.limits import read_body
-from service.observability import require_key
+from service.observability import KeyedRoute
 from service.registry import RegisteredOperator
-from service.runtime import Observation, StateDep, bind, compute, offload
+from service.runtime import Observation, StateDep, bind, compute, offload, state_of
 from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
 from service.wire import json_response, parse_json, validate
 
@@ -34,7 +34,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 health = APIRouter(prefix="/v2/health", tags=["v2"])
-router = APIRouter(prefix="/v2", tags=["v2"], responses=ERRORS, dependencies=[require_key])
+router = APIRouter(prefix="/v2", tags=["v2"], responses=ERRORS, route_class=KeyedRoute)
 
 
 @health.get("/live", summary="Liveness")
@@ -92,9 +92,8 @@ async def model_ready(state: StateDep, name: str, version: str | None = None) ->
     },
 )
 @router.post("/models/{name}/versions/{version}/infer", include_in_schema=False)
-async def infer(
-    state: StateDep, name: str, request: Request, version: str | None = None
-) -> Response:
+async def infer(name: str, request: Request, version: str | None = None) -> Response:
+    state = state_of(request)
     reg = _model(state, name, version)
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
@@ -105,7 +104,7 @@ async def infer(
             len(body.json), decode_infer_inputs, req, body, reg.operator,
             state.settings.max_tensor_bytes,
         )  # fmt: skip
-        op = bind(reg.operator, inputs)
+        op = bind(reg.operator, inputs, cache=state.resolved)
         outcome = await compute(state, op, inputs, reg.name)
         response, nbytes = await offload(
             outcome.output.nbytes, infer_response, reg.name, req.id,
