@@ -118,6 +118,24 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
     row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
     row["ours_ms"] = time_ms(ours, inner, reps, 5)
+    if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
+        from kernels.cupy_backend import convolution_integer as mod
+
+        mod._TILED_PIPELINE = False
+        try:
+            row["ours_no_prefetch_ms"] = time_ms(ours, inner, reps, 3)
+        finally:
+            mod._TILED_PIPELINE = True
+        saved = (mod._TILED_V, mod._TILED_CTAS_PER_SM)
+        row["tiled_variants_ms"] = {}
+        try:  # outputs per thread x CTAs per SM aimed at (images per CTA follow)
+            for v in (4, 8):
+                for per_sm in (4, 8, 16, 32):
+                    mod._TILED_V, mod._TILED_CTAS_PER_SM = v, per_sm
+                    key = f"v{v}_ctas{per_sm}"
+                    row["tiled_variants_ms"][key] = time_ms(ours, inner, max(3, reps // 3), 2)
+        finally:
+            mod._TILED_V, mod._TILED_CTAS_PER_SM = saved
     try:
         row["ours_kernels_ms"], row["ours_kernel_split_us"] = kernel_ms(ours, 10)
     except Exception as exc:  # noqa: BLE001 - the profiler is optional evidence

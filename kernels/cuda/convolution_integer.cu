@@ -132,31 +132,81 @@ __global__ void conv_int_direct(const unsigned char* __restrict__ x,
 }
 
 // ------------------------------------------------------------------------------------------
-// CUDA-core tiled path: depthwise and narrow groups. CTA = one image n, MB output channels of
-// one group, a TH x TW output tile. Per chunk of CC input channels, shared memory holds the input
-// tile with its halo as (x - z_x) mod 2^32 (0 at padded taps, which contribute 0) and the filter
-// chunk as (w - z_w[m]) laid out [c][r][s][MB], so the MB taps of one (c, r, s) are one
-// broadcast read. Each thread owns V outputs blockDim apart in the flattened tile: consecutive
+// CUDA-core tiled path: depthwise and narrow groups. CTA = NB images, MB output channels of one
+// group, a TH x TW output tile. Shared memory holds the filter chunk as (w - z_w[m]) laid out
+// [c][r][s][MB] (the MB taps of one (c, r, s) are one broadcast read) and, per chunk of CC input
+// channels, the input tile with its halo as (x - z_x) mod 2^32, 0 at padded taps (which
+// contribute 0). Each thread owns V outputs blockDim apart in the flattened tile: consecutive
 // lanes take consecutive columns (conflict-free shared reads at stride 1, coalesced stores).
-// All arithmetic is unsigned: exact modulo 2^32.
+// PIPE (host-checked: one channel chunk, rows contiguous along W, the tile's words fit U per
+// thread, images 4-byte aligned alike): the filter, the zero borders and the load addresses are
+// set up once per CTA and the next image's words are loaded into registers while the current
+// image is computed. All arithmetic is unsigned: exact modulo 2^32. At most 64 registers
+// (4 CTAs of 256 threads per SM): the kernel is latency-bound, occupancy pays.
+namespace dml_ci {
+constexpr int TILED_U = 4;  // input words per thread in flight
+
+// Load descriptor of one input word of the tile (the same for every image of the CTA).
+struct TileWord {
+    int src;  // byte offset from the image's group base (an image spans < 2^31: host-checked)
+    int dst;  // shared index of tile column 0 of the word's row, -1: nothing to load
+    int rel;  // offset of the word's first byte from the row's in-image span start
+};
+
+template <bool XS>
+__device__ __forceinline__ void tile_word_store(unsigned* tile, const TileWord& d, unsigned v,
+                                                int lo, int span, unsigned zx) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+        const int col = d.rel + b;
+        if (col >= 0 && col < span) {
+            const unsigned char byte = static_cast<unsigned char>(v >> (8 * b));
+            tile[d.dst + lo + col] = static_cast<unsigned>(widen<XS>(byte)) - zx;
+        }
+    }
+}
+
+// The word: one aligned 4-byte load inside the span, else the span's bytes one by one.
+__device__ __forceinline__ unsigned tile_word_load(const unsigned char* base, const TileWord& d,
+                                                   int span) {
+    unsigned v = 0u;
+    if (d.dst >= 0) {
+        const unsigned char* a = base + d.src;
+        if (d.rel >= 0 && d.rel + 4 <= span) {
+            v = *reinterpret_cast<const unsigned*>(a);
+        } else {
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                if (d.rel + b >= 0 && d.rel + b < span) {
+                    v |= static_cast<unsigned>(a[b]) << (8 * b);
+                }
+            }
+        }
+    }
+    return v;
+}
+}  // namespace dml_ci
+
 template <bool WS, bool XS, int MB, int V, bool WIDE>
-__global__ void __launch_bounds__(256) conv_int_tiled(
+__global__ void __launch_bounds__(256, 4) conv_int_tiled(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
-    const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int Cg, int H, int W,
-    int R, int S, int OH, int OW, int stride_h, int stride_w, int dil_h, int dil_w, int pad_h,
-    int pad_w, int x_zp, int TH, int TW, int IHT, int IWT, int CC, int tiles_w, int mchunks,
-    long long xs_n, long long xs_c, long long xs_h, long long xs_w, long long ws_m,
-    long long ws_c, long long ws_r, long long ws_s) {
+    const int* __restrict__ w_zp, int* __restrict__ out, int N, int M, int Mg, int Cg, int H,
+    int W, int R, int S, int OH, int OW, int stride_h, int stride_w, int dil_h, int dil_w,
+    int pad_h, int pad_w, int x_zp, int TH, int TW, int IHT, int IWT, int CC, int tiles_w,
+    int mchunks, int NB, int pipe, long long xs_n, long long xs_c, long long xs_h,
+    long long xs_w, long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
+    constexpr int U = dml_ci::TILED_U;
     extern __shared__ __align__(16) unsigned smem_u[];
     const int plane = IHT * IWT;
     const int RS = R * S;
-    unsigned* tile = smem_u;              // CC planes of IHT x IWT
-    unsigned* filt = smem_u + CC * plane;  // CC * RS * MB
+    unsigned* filt = smem_u;  // CC * RS * MB, first: 16-byte aligned rows of MB taps
+    unsigned* tile = smem_u + ((CC * RS * MB + 3) & ~3);  // CC planes of IHT x IWT
     const int th_i = blockIdx.x / tiles_w;
     const int tw_i = blockIdx.x - th_i * tiles_w;
     const int g = blockIdx.y / mchunks;
     const int m0 = (blockIdx.y - g * mchunks) * MB;  // within the group
-    const long long n = blockIdx.z;
+    const int n0 = blockIdx.z * NB;
+    const int n1 = min(N, n0 + NB);
     const int oh0 = th_i * TH;
     const int ow0 = tw_i * TW;
     const int ih0 = oh0 * stride_h - pad_h;  // image row of tile row 0
@@ -167,9 +217,13 @@ __global__ void __launch_bounds__(256) conv_int_tiled(
     const int warp = tid >> 5;
     const int nwarps = nthr >> 5;
     const unsigned zx = static_cast<unsigned>(x_zp);
-    constexpr int U = 4;  // input words per thread in flight (WIDE loads)
+    // In-image tile columns [lo, hi); the same for every row.
+    const int lo = min(max(0, -iw0), IWT);
+    const int hi = max(min(IWT, W - iw0), lo);
+    const int span = hi - lo;
+    const int wpr = span > 0 ? (span + 3) / 4 + 1 : 0;  // words touching a row's span
 
-    int off[V];  // shared offset of the output's top-left tap; 0 for idle slots
+    int off[V];   // shared offset of the output's top-left tap; 0 for idle slots
     int opos[V];  // oh * OW + ow, or -1
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -182,102 +236,25 @@ __global__ void __launch_bounds__(256) conv_int_tiled(
         off[j] = ok ? tr * stride_h * IWT + tc * stride_w : 0;
         opos[j] = ok ? oh * OW + ow : -1;
     }
-    unsigned acc[MB][V];
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb)
-#pragma unroll
-        for (int j = 0; j < V; ++j) acc[mb][j] = 0u;
 
-    const unsigned char* xg = x + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
-    // In-image tile columns [lo, hi); the same for every row.
-    const int lo = min(max(0, -iw0), IWT);
-    const int hi = max(min(IWT, W - iw0), lo);
-    for (int c0 = 0; c0 < Cg; c0 += CC) {
-        const int cc_n = min(CC, Cg - c0);
-        __syncthreads();  // the previous chunk's readers are done
-        // Zeros: rows outside the image, and the padded columns of the others.
+    auto group_base = [&](int n) {
+        return x + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
+    };
+    // Zeros: rows outside the image, and the padded columns of the others.
+    auto zero_borders = [&](int cc_n) {
         for (int cr = warp; cr < cc_n * IHT; cr += nwarps) {  // one warp per (channel, row)
             const int c = cr / IHT;
             const int ih = ih0 + (cr - c * IHT);
             unsigned* dst = tile + c * plane + (cr - c * IHT) * IWT;
-            if (ih < 0 || ih >= H || hi == lo) {
+            if (ih < 0 || ih >= H || span == 0) {
                 for (int col = lane; col < IWT; col += 32) dst[col] = 0u;
             } else {
                 for (int col = lane; col < lo; col += 32) dst[col] = 0u;
                 for (int col = hi + lane; col < IWT; col += 32) dst[col] = 0u;
             }
         }
-        if (WIDE) {
-            // Rows contiguous along W: the aligned 4-byte words touching each row's in-image span,
-            // flattened over (channel, row, word) so that every thread has U loads in flight;
-            // a word that straddles the span's ends is read byte by byte (never past the span).
-            const int span = hi - lo;
-            const int wpr = span > 0 ? (span + 3) / 4 + 1 : 0;
-            const int items = cc_n * IHT * wpr;
-            for (int base = tid; base < items; base += U * nthr) {
-                unsigned v[U];
-                int rel[U];  // byte offset of the word's first byte from the span start
-                int dst_row[U];  // shared offset of the row's tile column 0, or -1
-#pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const int item = base + u * nthr;
-                    const int cr = item / wpr;
-                    const int k = item - cr * wpr;
-                    const int c = cr / IHT;
-                    const int ih = ih0 + (cr - c * IHT);
-                    v[u] = 0u;
-                    rel[u] = 0;
-                    dst_row[u] = -1;
-                    if (item < items && ih >= 0 && ih < H) {
-                        const unsigned char* a = xg + static_cast<long long>(c0 + c) * xs_c +
-                                                 static_cast<long long>(ih) * xs_h + (iw0 + lo);
-                        const unsigned long long ua = reinterpret_cast<unsigned long long>(a);
-                        const int r0 = static_cast<int>(ua & 3ull);  // a sits r0 bytes into its word
-                        const int rl = 4 * k - r0;
-                        if (rl < span) {
-                            rel[u] = rl;
-                            dst_row[u] = c * plane + (cr - c * IHT) * IWT;
-                            if (rl >= 0 && rl + 4 <= span) {
-                                v[u] = *reinterpret_cast<const unsigned*>(a + rl);
-                            } else {
-#pragma unroll
-                                for (int b = 0; b < 4; ++b) {
-                                    if (rl + b >= 0 && rl + b < span) {
-                                        v[u] |= static_cast<unsigned>(a[rl + b]) << (8 * b);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    if (dst_row[u] < 0) continue;
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        const int col = rel[u] + b;
-                        if (col >= 0 && col < span) {
-                            const unsigned char byte = static_cast<unsigned char>(v[u] >> (8 * b));
-                            tile[dst_row[u] + lo + col] =
-                                static_cast<unsigned>(dml_ci::widen<XS>(byte)) - zx;
-                        }
-                    }
-                }
-            }
-        } else {
-            for (int cr = warp; cr < cc_n * IHT; cr += nwarps) {  // byte gathers, a warp per row
-                const int c = cr / IHT;
-                const int ih = ih0 + (cr - c * IHT);
-                if (ih < 0 || ih >= H) continue;
-                unsigned* dst = tile + c * plane + (cr - c * IHT) * IWT;
-                const unsigned char* src = xg + static_cast<long long>(c0 + c) * xs_c +
-                                           static_cast<long long>(ih) * xs_h;
-                for (int col = lo + lane; col < hi; col += 32) {
-                    const unsigned char byte = src[static_cast<long long>(iw0 + col) * xs_w];
-                    dst[col] = static_cast<unsigned>(dml_ci::widen<XS>(byte)) - zx;
-                }
-            }
-        }
+    };
+    auto load_filter = [&](int c0, int cc_n) {
         for (int i = tid; i < cc_n * RS * MB; i += nthr) {
             const int mb = i % MB;
             const int t = i / MB;
@@ -294,15 +271,50 @@ __global__ void __launch_bounds__(256) conv_int_tiled(
             }
             filt[i] = v;
         }
-        __syncthreads();
+    };
+    // Word `item` of the flattened (channel, row, word) list of a chunk starting at channel c0;
+    // `base` only fixes the alignment (the same for every image of the CTA).
+    auto describe = [&](const unsigned char* base, int c0, int item, int items) {
+        dml_ci::TileWord d{0, -1, 0};
+        if (item >= items) return d;  // also every item when wpr == 0
+        const int cr = item / wpr;
+        const int k = item - cr * wpr;
+        const int c = cr / IHT;
+        const int ih = ih0 + (cr - c * IHT);
+        if (ih >= 0 && ih < H) {
+            const long long a = static_cast<long long>(c0 + c) * xs_c +
+                                static_cast<long long>(ih) * xs_h + (iw0 + lo);  // >= 0
+            const int r0 = static_cast<int>(reinterpret_cast<unsigned long long>(base + a) & 3);
+            const int rl = 4 * k - r0;
+            if (rl < span) {
+                d.src = static_cast<int>(a + rl);
+                d.dst = c * plane + (cr - c * IHT) * IWT;
+                d.rel = rl;
+            }
+        }
+        return d;
+    };
+    auto compute = [&](int cc_n, unsigned (&acc)[MB][V]) {
         for (int c = 0; c < cc_n; ++c) {
             for (int r = 0; r < R; ++r) {
                 const unsigned* trow = tile + c * plane + r * dil_h * IWT;
                 const unsigned* frow = filt + (c * RS + r * S) * MB;
                 for (int s = 0; s < S; ++s) {
                     unsigned wv[MB];
+                    if constexpr (MB % 4 == 0) {
 #pragma unroll
-                    for (int mb = 0; mb < MB; ++mb) wv[mb] = frow[s * MB + mb];
+                        for (int q = 0; q < MB / 4; ++q) {
+                            const uint4 t4 =
+                                *reinterpret_cast<const uint4*>(frow + s * MB + 4 * q);
+                            wv[4 * q] = t4.x;
+                            wv[4 * q + 1] = t4.y;
+                            wv[4 * q + 2] = t4.z;
+                            wv[4 * q + 3] = t4.w;
+                        }
+                    } else {
+#pragma unroll
+                        for (int mb = 0; mb < MB; ++mb) wv[mb] = frow[s * MB + mb];
+                    }
                     const unsigned* t = trow + s * dil_w;
 #pragma unroll
                     for (int j = 0; j < V; ++j) {
@@ -313,16 +325,101 @@ __global__ void __launch_bounds__(256) conv_int_tiled(
                 }
             }
         }
-    }
+    };
+    auto store = [&](int n, unsigned (&acc)[MB][V]) {
 #pragma unroll
-    for (int mb = 0; mb < MB; ++mb) {
-        const int mr = m0 + mb;
-        if (mr >= Mg) continue;
-        int* orow = out + (n * M + g * Mg + mr) * static_cast<long long>(OH) * OW;
+        for (int mb = 0; mb < MB; ++mb) {
+            const int mr = m0 + mb;
+            if (mr >= Mg) continue;
+            int* orow = out + (static_cast<long long>(n) * M + g * Mg + mr) *
+                                  static_cast<long long>(OH) * OW;
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-            if (opos[j] >= 0) orow[opos[j]] = static_cast<int>(acc[mb][j]);
+            for (int j = 0; j < V; ++j) {
+                if (opos[j] >= 0) orow[opos[j]] = static_cast<int>(acc[mb][j]);
+                acc[mb][j] = 0u;
+            }
         }
+    };
+
+    unsigned acc[MB][V];
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[mb][j] = 0u;
+
+    if (WIDE && pipe) {
+        const int items = Cg * IHT * wpr;  // <= U * nthr (host-checked)
+        dml_ci::TileWord d[U];
+        unsigned v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) d[u] = describe(group_base(n0), 0, tid + u * nthr, items);
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = dml_ci::tile_word_load(group_base(n0), d[u], span);
+        zero_borders(Cg);
+        load_filter(0, Cg);
+        for (int n = n0; n < n1; ++n) {
+            __syncthreads();  // the previous image's readers are done
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (d[u].dst >= 0) dml_ci::tile_word_store<XS>(tile, d[u], v[u], lo, span, zx);
+            }
+            __syncthreads();
+            if (n + 1 < n1) {  // next image's words in flight during this image's arithmetic
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    v[u] = dml_ci::tile_word_load(group_base(n + 1), d[u], span);
+                }
+            }
+            compute(Cg, acc);
+            store(n, acc);
+        }
+        return;
+    }
+    // The zero borders are the same for every chunk and image: written once. So is the filter
+    // when all channels fit one chunk.
+    const bool one_chunk = Cg <= CC;
+    zero_borders(min(CC, Cg));
+    if (one_chunk) load_filter(0, Cg);
+    for (int n = n0; n < n1; ++n) {
+        const unsigned char* xg = group_base(n);
+        for (int c0 = 0; c0 < Cg; c0 += CC) {
+            const int cc_n = min(CC, Cg - c0);
+            __syncthreads();  // the previous chunk's readers are done
+            if (WIDE) {  // flattened (channel, row, word): U loads in flight per thread
+                const int items = cc_n * IHT * wpr;
+                for (int b0 = tid; b0 < items; b0 += U * nthr) {
+                    dml_ci::TileWord d[U];
+                    unsigned v[U];
+#pragma unroll
+                    for (int u = 0; u < U; ++u) d[u] = describe(xg, c0, b0 + u * nthr, items);
+#pragma unroll
+                    for (int u = 0; u < U; ++u) v[u] = dml_ci::tile_word_load(xg, d[u], span);
+#pragma unroll
+                    for (int u = 0; u < U; ++u) {
+                        if (d[u].dst >= 0) {
+                            dml_ci::tile_word_store<XS>(tile, d[u], v[u], lo, span, zx);
+                        }
+                    }
+                }
+            } else {
+                for (int cr = warp; cr < cc_n * IHT; cr += nwarps) {  // bytes, a warp per row
+                    const int c = cr / IHT;
+                    const int ih = ih0 + (cr - c * IHT);
+                    if (ih < 0 || ih >= H) continue;
+                    unsigned* dst = tile + c * plane + (cr - c * IHT) * IWT;
+                    const unsigned char* src = xg + static_cast<long long>(c0 + c) * xs_c +
+                                               static_cast<long long>(ih) * xs_h;
+                    for (int col = lo + lane; col < hi; col += 32) {
+                        const unsigned char byte = src[static_cast<long long>(iw0 + col) * xs_w];
+                        dst[col] = static_cast<unsigned>(dml_ci::widen<XS>(byte)) - zx;
+                    }
+                }
+            }
+            if (!one_chunk) load_filter(c0, cc_n);
+            __syncthreads();
+            compute(cc_n, acc);
+        }
+        store(n, acc);
     }
 }
 
@@ -730,18 +827,21 @@ template __global__ void conv_int_prep_x<true>(const unsigned char*, unsigned ch
 template __global__ void conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
                                                 int, int, int, unsigned, long long, long long,
                                                 long long, long long);
-template __global__ void conv_int_tiled<false, true, 1, 8, true>(
+template __global__ void conv_int_tiled<false, true, 1, 4, true>(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
-    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
-    long long, long long, long long, long long, long long, long long, long long, long long);
+    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+    int, int, long long, long long, long long, long long, long long, long long, long long,
+    long long);
 template __global__ void conv_int_tiled<true, false, 4, 4, false>(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
-    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
-    long long, long long, long long, long long, long long, long long, long long, long long);
-template __global__ void conv_int_tiled<true, true, 8, 4, true>(
+    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+    int, int, long long, long long, long long, long long, long long, long long, long long,
+    long long);
+template __global__ void conv_int_tiled<true, true, 2, 4, true>(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
-    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
-    long long, long long, long long, long long, long long, long long, long long, long long);
+    int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+    int, int, long long, long long, long long, long long, long long, long long, long long,
+    long long);
 template __global__ void conv_int_prep_w<true>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, long long,
                                                long long, long long, long long);

@@ -29,10 +29,16 @@ _TILES: tuple[tuple[int, int, int, float], ...] = (
 # cores win; those (depthwise, ResNeXt-like narrow groups) take the CUDA-core path.
 _MIN_TC_CHANNELS = 8
 _MIN_TC_OUTPUTS = 8
-# Shared-memory CUDA-core kernel: bytes of shared memory per CTA it may plan for (input tile +
-# filter chunk, int32 each). Outputs per thread V: 8 with at most 2 output channels per CTA
-# (bigger tiles keep more input loads in flight), else 4; a CTA tile is at most 256 * V outputs.
+# Shared-memory CUDA-core kernel: outputs per thread (template V); bytes of shared memory per CTA
+# it may plan for (filter chunk + input tile, int32 each); input words per thread in flight (the
+# kernel's TILED_U); CTAs per SM to aim for when a CTA takes several images (NB); whether the
+# one-chunk case may prefetch the next image's input during the arithmetic.
+_TILED_V = 4
 _TILED_SMEM_BUDGET = 32 * 1024
+_TILED_U = 4
+_TILED_CTAS_PER_SM = 8
+_TILED_IMAGES_PER_CTA: int | None = None  # None: chosen from the CTA count
+_TILED_PIPELINE = True
 
 
 def _cxx(flag: bool) -> str:
@@ -60,23 +66,24 @@ def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
 
 
 def _tiled_plan(
-    n: int,
-    h: int,
-    wd: int,
-    r: int,
-    s: int,
+    x: Any,
     cg: int,
     mg: int,
     g: int,
+    r: int,
+    s: int,
     oh: int,
     ow: int,
     geometry: tuple[Sequence[int], ...],
+    sms: int,
 ) -> tuple[int, ...] | None:
     """Tile of the shared-memory CUDA-core kernel, or None where it does not fit (the naive
-    kernel then runs): (MB, V, TH, TW, IHT, IWT, CC, threads, tiles_w, tiles, mchunks)."""
+    kernel then runs): (MB, V, TH, TW, IHT, IWT, CC, threads, tiles_w, tiles, mchunks, NB,
+    pipe)."""
     (sh, sw), (dh, dw), _ = geometry
-    mb = next(v for v in (1, 2, 4, 8) if v >= min(mg, 8))
-    v = 8 if mb <= 2 else 4
+    n, c, h, wd = (int(v) for v in x.shape)
+    mb = next(v for v in (1, 2, 4) if v >= min(mg, 4))
+    v = _TILED_V if mb <= 2 else 4  # 4 x 8 accumulators would spill under 64 registers
     mchunks = -(-mg // mb)
     tw = ow if ow <= 128 else -(-ow // -(-ow // 128))
     th = -(-oh // -(-oh // max(1, 256 * v // tw)))
@@ -84,7 +91,7 @@ def _tiled_plan(
         iht = (th - 1) * sh + (r - 1) * dh + 1
         iwt = (tw - 1) * sw + (s - 1) * dw + 1
         per_channel = 4 * (iht * iwt + r * s * mb)
-        if per_channel <= _TILED_SMEM_BUDGET:
+        if per_channel + 12 <= _TILED_SMEM_BUDGET:  # 12: the filter's 16-byte round-up
             break
         if th > 1:
             th = -(-th // 2)
@@ -92,14 +99,37 @@ def _tiled_plan(
             tw = -(-tw // 2)
         else:
             return None
-    cc = min(cg, _TILED_SMEM_BUDGET // per_channel)
+    cc = min(cg, (_TILED_SMEM_BUDGET - 12) // per_channel)
     tiles_w = -(-ow // tw)
     tiles = -(-oh // th) * tiles_w
     threads = min(256, max(32, -(-th * tw // (v * 32)) * 32))
     too_big = tiles >= 2**31 or oh * ow >= 2**31 or max(h, wd) * max(sh, sw) >= 2**30
-    if too_big or g * mchunks > 65535 or n > 65535:
+    if too_big or g * mchunks > 65535:
         return None
-    return mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks
+    ctas = tiles * g * mchunks
+    # Images per CTA: the filter, borders and addresses are set up once per CTA, and the next
+    # image's loads overlap this one's arithmetic; keep enough CTAs to fill the SMs.
+    nb = _TILED_IMAGES_PER_CTA or ctas * n // (sms * _TILED_CTAS_PER_SM)
+    nb = max(1, min(n, nb), -(-n // 65535))  # grid z <= 65535
+    xs_n = int(x.strides[0])
+    words = cg * iht * ((iwt + 3) // 4 + 1)  # input words of a one-chunk tile, at most
+    pipe = (
+        _TILED_PIPELINE
+        and _wide_rows(x)
+        and cc >= cg
+        and words <= _TILED_U * 256
+        and (nb == 1 or xs_n % 4 == 0)
+    )
+    if pipe:
+        threads = max(threads, -(-words // (_TILED_U * 32)) * 32)  # each thread holds U words
+    return mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, int(pipe)
+
+
+def _wide_rows(x: Any) -> bool:
+    """Rows contiguous along W (4-byte word loads) and one image within 32-bit offsets."""
+    _, c, h, wd = (int(v) for v in x.shape)
+    _, xs_c, xs_h, xs_w = (int(v) for v in x.strides)
+    return xs_w == 1 and (c - 1) * xs_c + (h - 1) * xs_h + wd < 2**31
 
 
 def _fits(value: int, signed: bool) -> bool:
@@ -153,7 +183,11 @@ def convolution_integer(
         geometry = (strides, dilations, start_padding)
         if use_tc:
             _tensor_core(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
-        elif (plan := _tiled_plan(n, h, wd, r, s, cg, mg, g, oh, ow, geometry)) is not None:
+        elif (
+            plan := _tiled_plan(
+                x, cg, mg, g, r, s, oh, ow, geometry, _sm_count(cupy.cuda.Device().id)
+            )
+        ) is not None:
             _tiled(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed, plan)
         else:
             _direct(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
@@ -225,16 +259,16 @@ def _tiled(
     n, m, oh, ow = out.shape
     _, _, h, wd = x.shape
     _, cg, r, s = w.shape
-    mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks = plan
-    wide = int(x.strides[3]) == 1  # rows contiguous along W: 4-byte word loads
+    mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
+    wide = _wide_rows(x)
     name = f"conv_int_tiled<{_cxx(w_signed)}, {_cxx(x_signed)}, {mb}, {v}, {_cxx(wide)}>"
     kernel = get_kernel(_SOURCE, name)
-    smem = 4 * cc * (iht * iwt + r * s * mb)
+    smem = 4 * (-(-cc * r * s * mb // 4) * 4 + cc * iht * iwt)
     zp_dev = cupy.asarray(w_zp)
-    ints = (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx))
-    ints += (th, tw, iht, iwt, cc, tiles_w, mchunks)
+    ints = (n, m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx))
+    ints += (th, tw, iht, iwt, cc, tiles_w, mchunks, nb, pipe)
     kernel(
-        (tiles, g * mchunks, n),
+        (tiles, g * mchunks, -(-n // nb)),
         (threads,),
         (x, w, zp_dev, out, *(_i32(v) for v in ints))
         + tuple(_i64(v) for v in (*x.strides, *w.strides)),

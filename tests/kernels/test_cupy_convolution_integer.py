@@ -249,10 +249,26 @@ def test_empty_batch() -> None:
 # ---- shared-memory CUDA-core kernel: depthwise and narrow groups --------------------------
 
 
+@pytest.fixture(params=["auto", "images2", "no_prefetch", "v8"])
+def tiled_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """'images2': two images per CTA (a ragged last CTA with odd batches); 'no_prefetch': the
+    chunked loop instead of the one-chunk prefetching one; 'v8': 8 outputs per thread."""
+    from kernels.cupy_backend import convolution_integer as mod
+
+    if request.param == "v8":
+        monkeypatch.setattr(mod, "_TILED_V", 8)
+
+    if request.param == "images2":
+        monkeypatch.setattr(mod, "_TILED_IMAGES_PER_CTA", 2)
+    if request.param == "no_prefetch":
+        monkeypatch.setattr(mod, "_TILED_PIPELINE", False)
+    return str(request.param)
+
+
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
 @pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
 def test_depthwise_zero_points(
-    xt: Any, wt: Any, zp_mode: str, monkeypatch: pytest.MonkeyPatch
+    xt: Any, wt: Any, zp_mode: str, tiled_mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plans = _tiled_kernel_used(monkeypatch)
     rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 3])
@@ -266,6 +282,9 @@ def test_depthwise_zero_points(
     got, want = _run(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 20)
     np.testing.assert_array_equal(got, want)
     assert plans and plans[0][0] == 1  # one output channel per CTA
+    assert plans[0][-1] == (tiled_mode != "no_prefetch")
+    if tiled_mode == "images2":
+        assert plans[0][-2] == 2
 
 
 @pytest.mark.parametrize(
@@ -279,7 +298,13 @@ def test_depthwise_zero_points(
 )
 @pytest.mark.parametrize("width", [1, 7, 61, 150, 263])  # odd widths; > 128 splits the row
 def test_depthwise_geometry(
-    strides: Any, dilations: Any, start: Any, end: Any, width: int, monkeypatch: pytest.MonkeyPatch
+    strides: Any,
+    dilations: Any,
+    start: Any,
+    end: Any,
+    width: int,
+    tiled_mode: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     plans = _tiled_kernel_used(monkeypatch)
     rng = np.random.default_rng(width + sum(strides) * 7 + sum(start))
@@ -298,13 +323,13 @@ def test_depthwise_geometry(
     [
         (128, 128, 32, 3),  # 4 in / 4 out per group
         (64, 4, 1, 3),  # 4 outputs, 64 channels: several channel chunks with a ragged end
-        (3, 19, 1, 7),  # stem-like: 3 channels, 19 outputs (3 output chunks, last partial)
+        (3, 19, 1, 7),  # stem-like: 3 channels, 19 outputs (5 output chunks, last partial)
         (10, 15, 5, 3),  # 2 in / 3 out per group
         (6, 12, 3, 1),  # 1x1
     ],
 )
 def test_narrow_groups(
-    c: int, m: int, groups: int, k: int, monkeypatch: pytest.MonkeyPatch
+    c: int, m: int, groups: int, k: int, tiled_mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plans = _tiled_kernel_used(monkeypatch)
     rng = np.random.default_rng(c + m + groups + k)
@@ -329,7 +354,9 @@ def test_narrow_groups(
     ],
     ids=["bcast_n", "bcast_w", "bcast_c", "offset", "sliced"],
 )
-def test_depthwise_views(view: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_depthwise_views(
+    view: Callable[[Any], Any], tiled_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plans = _tiled_kernel_used(monkeypatch)
     rng = np.random.default_rng(13)
     x = _rand(rng, (3, 16, 21, 45), np.uint8)
