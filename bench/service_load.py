@@ -311,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": shlex.join(["python", os.path.relpath(__file__, REPO), *sys.argv[1:]]),
         "backend": args.backend,
     }
+    load_start = os.getloadavg()[0]
     if {"small", "large"} & set(args.cases):
         ports = {"dmlserve": free_port(), "bare": free_port()}
         dml = dmlserve_cmd(ports["dmlserve"], args.backend)
@@ -324,6 +325,7 @@ def main(argv: list[str] | None = None) -> None:
                 res["large"] = run_large(args, ports)
     if "rss" in args.cases:
         res["rss"] = run_rss(args)
+    res["loadavg"] = (load_start, os.getloadavg()[0])
     text = report(res)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

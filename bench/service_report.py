@@ -51,8 +51,14 @@ def report(res: dict[str, Any]) -> str:
         f"- dmlserve backend: `{res['backend']}`; bare = FastAPI + uvicorn doing the same NumPy "
         "work inline (bench/bare_app.py)",
         "- client and servers share this machine's cores: absolute numbers are a floor",
-        "",
     ]
+    if "loadavg" in res:
+        start, end = res["loadavg"]
+        out.append(
+            f"- 1-minute load average at start / end: {start:.1f} / {end:.1f} (anything else "
+            "running on the machine shows here and lowers both servers' rates)"
+        )
+    out.append("")
     if res.get("small"):
         out += [
             "## Tiny PADDING over JSON (1x1x4x4 FLOAT32 -> 1x1x6x6), closed loop",
@@ -66,6 +72,14 @@ def report(res: dict[str, Any]) -> str:
                 f"| {r['errors']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
             )
         out.append("")
+        rates = {(r["server"], r["client"], r["connections"]): r["rps"] for r in res["small"]}
+        ratios = [
+            f"{client} at {conns}: {rps / rates[('bare', client, conns)]:.0%}"
+            for (server, client, conns), rps in rates.items()
+            if server == "dmlserve" and rates.get(("bare", client, conns))
+        ]
+        if ratios:
+            out += ["dmlserve req/s as a share of bare's: " + "; ".join(ratios) + ".", ""]
     if res.get("large"):
         out += [
             "## Large tensor, binary framing, one request at a time",

@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from kernels import DescriptorError
 from service.limits import Body, read_body
-from service.observability import KeyedRoute
+from service.observability import KeyedRoute, direct
 from service.registry import check_name, resolve_for_registration
 from service.runtime import (
     Observation,
@@ -73,6 +73,7 @@ router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, route_class=Ke
     summary="Execute an operator given inline",
     openapi_extra=_body_doc(ExecuteRequest),
 )
+@direct
 async def execute(request: Request) -> Response:
     state = state_of(request)
     body = await read_body(request, state.settings.max_request_bytes)
@@ -150,6 +151,7 @@ async def delete_operator(name: str, state: StateDep) -> Response:
     summary="Execute a registered operator",
     openapi_extra=_body_doc(OperatorExecuteRequest),
 )
+@direct
 async def execute_registered(name: str, request: Request) -> Response:
     state = state_of(request)
     reg = state.registry.get(name)

@@ -19,7 +19,7 @@ from service.kserve import (
     wants_binary,
 )
 from service.limits import read_body
-from service.observability import KeyedRoute
+from service.observability import KeyedRoute, direct
 from service.registry import RegisteredOperator
 from service.runtime import Observation, StateDep, bind, compute, offload, state_of
 from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
@@ -92,6 +92,7 @@ async def model_ready(state: StateDep, name: str, version: str | None = None) ->
     },
 )
 @router.post("/models/{name}/versions/{version}/infer", include_in_schema=False)
+@direct
 async def infer(name: str, request: Request, version: str | None = None) -> Response:
     state = state_of(request)
     reg = _model(state, name, version)
