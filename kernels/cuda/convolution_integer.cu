@@ -11,8 +11,9 @@
 //    (`bias`, from the filter prep); sum x'' per pixel comes from a dp4a over the B fragments,
 //    only when some z_w is non-zero. All sums wrap modulo 2^32 (no .satfinite), which keeps the
 //    expansion exact.
-//  * CUDA cores: one thread per output element, straight from the strided tensors; depthwise,
-//    few channels per group, and zero points the 8-bit operands cannot hold.
+//  * CUDA cores (depthwise, few channels or outputs per group, zero points the 8-bit operands
+//    cannot hold): a shared-memory tiled kernel (conv_int_tiled); where its tile does not fit,
+//    one thread per output element straight from the strided tensors (conv_int_direct).
 
 namespace dml_ci {
 
