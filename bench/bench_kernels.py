@@ -252,8 +252,10 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         )
 
     pool_case((32, 64, 112, 112), 3, 1, 1)
+    pool_case((32, 64, 112, 112), 3, 1, 1, path="tiled1")
     pool_case((32, 64, 112, 112), 3, 1, 1, path="rows")
     pool_case((32, 64, 112, 112), 3, 2, 1)
+    pool_case((32, 64, 112, 112), 3, 2, 1, path="tiled1")
     pool_case((32, 64, 112, 112), 3, 2, 1, path="rows")
     pool_case((32, 64, 112, 112), 2, 2, 0)
     pool_case((32, 64, 112, 112), 2, 2, 0, path="tiled")
@@ -261,7 +263,10 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     pool_case((32, 64, 112, 112), 3, 1, 1, np.float16)
     pool_case((1, 64, 224, 224), 3, 1, 1)
     pool_case((8, 32, 32, 64, 64), 3, 1, 1)
+    pool_case((8, 32, 32, 64, 64), 3, 1, 1, path="tiled1")
     pool_case((8, 32, 32, 64, 64), 3, 1, 1, path="rows")
+    pool_case((8, 32, 32, 64, 64), 3, 2, 1)
+    pool_case((8, 32, 32, 64, 64), 3, 2, 1, path="rows")
     pool_case((8, 32, 32, 64, 64), 2, 2, 0)
     pool_case((8, 32, 32, 64, 64), 2, 2, 0, path="tiled")
     return rows

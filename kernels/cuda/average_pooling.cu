@@ -8,7 +8,8 @@
 // element is read from global memory once per tile instead of once per tap. Row-level
 // index math (offsets, bounds, divisors) is tabulated in shared memory first.
 // Window sizes 1, 2 and 3 per axis are template parameters (0 = read from the parameters), so
-// the window loops of the common cases unroll completely.
+// the window loops of the common cases unroll completely; each thread of pool_tiled handles VT
+// consecutive W positions per item, so decodes and table reads are shared by VT elements.
 // pool_rows: for windows that do not overlap (stride >= dilated window on every axis), every
 // input element is read at most once anyway: one thread per V consecutive outputs along W,
 // no shared memory, one wide load per window row where the span is contiguous and aligned.
@@ -36,9 +37,9 @@ struct PoolParams {
     FastDivmod tiles_div[3];  // division by the tile counts per dim
     FastDivmod out_div[3];    // division by out[d] (direct kernel)
     FastDivmod in_w_div;      // division by IW
-    FastDivmod in_h_div;      // division by IH
+    FastDivmod in_wv_div;     // division by ceil(IW / VT): W chunks per input tile row
     FastDivmod tile_w_div;    // division by TW
-    FastDivmod tile_h_div;    // division by TH
+    FastDivmod tile_wv_div;   // division by ceil(TW / VT): W chunks per output tile row
     FastDivmod channel_div;   // division by C
     int include_padding;
     float taps;               // prod(window), the IncludePadding divisor
@@ -83,13 +84,26 @@ __device__ __forceinline__ int taps_inside(const PoolParams& p, int d, int start
     return imax(end - first, 0);
 }
 
+// Up to VT sums along W of KW taps (stride sw, dilation dw) from `src` into dst[0..count).
+template <int VT>
+__device__ __forceinline__ void sum_w(const float* src, float* dst, int count, int kw, int sw, int dw) {
+#pragma unroll
+    for (int e = 0; e < VT; ++e) {
+        if (e >= count) break;
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kw; ++k) s += src[e * sw + k * dw];
+        dst[e] = s;
+    }
+}
+
 // Shared memory: float in_tile[ID*IH*IW], float row_sums[ID*IH*TW], then (8-byte aligned)
 // long long in_row[ID*IH] (input offset of each tile row, -1 outside the input),
 // long long out_row[TD*TH] (output offset of each tile row in the plane, -1 past the end),
 // int sums_row[TD*TH] (index of the row's first window row in row_sums), float
 // row_divisor[TD*TH] (the D x H part of the divisor). Per-row work is done once per row
 // here, so the per-element loops are a fast division, a table read and the memory access.
-template <typename T, int KD_, int KH_, int KW_>
+template <typename T, int KD_, int KH_, int KW_, int VT>
 __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
     extern __shared__ float smem[];
     const int TD = p.tile[0], TH = p.tile[1], TW = p.tile[2];
@@ -140,46 +154,68 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     }
     __syncthreads();
 
-    // 1. Input tile + halo -> shared memory (zeros in the padding), consecutive threads on
-    //    consecutive W positions, LOADS independent loads in flight per thread.
-    const int LOADS = 8;
-    const int in_count = in_rows * IW;
+    // 1. Input tile + halo -> shared memory (zeros in the padding). A thread takes chunks of
+    //    VT consecutive W positions of one tile row (one decode and table read per chunk),
+    //    LOADS chunks at a time so 8 independent loads are in flight.
+    constexpr int LOADS = VT >= 8 ? 1 : 8 / VT;
+    const int IWV = (int)p.in_wv_div.d;
+    const int in_chunks = in_rows * IWV;
     const int size_w = p.size[2];
     const int stride_w = (int)p.x_stride[2];  // the launcher checks W offsets fit in int
-    for (int base = threadIdx.x; base < in_count; base += LOADS * blockDim.x) {
-        float v[LOADS];
+    for (int base = threadIdx.x; base < in_chunks; base += LOADS * blockDim.x) {
+        float v[LOADS][VT];
+        int at[LOADS], left[LOADS];  // tile index of the chunk, elements of it inside the row
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
-            const int i = base + u * (int)blockDim.x;
-            v[u] = 0.0f;
-            if (i < in_count) {
-                const unsigned r = fast_div((unsigned)i, p.in_w_div);
-                const int gx = x0 + (i - (int)(r * (unsigned)IW));
+            const int j = base + u * (int)blockDim.x;
+            left[u] = 0;
+            at[u] = 0;
+#pragma unroll
+            for (int e = 0; e < VT; ++e) v[u][e] = 0.0f;
+            if (j < in_chunks) {
+                const unsigned r = fast_div((unsigned)j, p.in_wv_div);
+                const int ix = (j - (int)(r * (unsigned)IWV)) * VT;
+                at[u] = (int)r * IW + ix;
+                left[u] = IW - ix;
                 const long long off = in_row[r];
-                if (off >= 0 && (unsigned)gx < (unsigned)size_w) {
-                    v[u] = to_float(__ldg(plane + (off + gx * stride_w)));
+                if (off >= 0) {
+                    const T* src = plane + off;
+#pragma unroll
+                    for (int e = 0; e < VT; ++e) {
+                        const int gx = x0 + ix + e;
+                        if (e < left[u] && (unsigned)gx < (unsigned)size_w) {
+                            v[u][e] = to_float(__ldg(src + gx * stride_w));
+                        }
+                    }
                 }
             }
         }
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
-            const int i = base + u * (int)blockDim.x;
-            if (i < in_count) in_tile[i] = v[u];
+#pragma unroll
+            for (int e = 0; e < VT; ++e) {
+                if (e < left[u]) in_tile[at[u] + e] = v[u][e];
+            }
         }
     }
     __syncthreads();
 
-    // 2. Sums along W for every input row of the tile.
+    // 2. Sums along W for every input row of the tile, VT consecutive outputs per item.
     const int KW = window_of<KW_>(p, 2), SW = p.stride[2], DW = p.dilation[2];
-    const int sums_count = in_rows * TW;
-    for (int i = threadIdx.x; i < sums_count; i += blockDim.x) {
-        const unsigned r = fast_div((unsigned)i, p.tile_w_div);
-        const int ow = i - (int)(r * (unsigned)TW);
+    const int TWV = (int)p.tile_wv_div.d;
+    const int sums_items = in_rows * TWV;
+    for (int i = threadIdx.x; i < sums_items; i += blockDim.x) {
+        const unsigned r = fast_div((unsigned)i, p.tile_wv_div);
+        const int ow = (i - (int)(r * (unsigned)TWV)) * VT;
         const float* src = in_tile + r * IW + ow * SW;
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KW; ++k) s += src[k * DW];
-        row_sums[i] = s;
+        float* dst = row_sums + r * TW + ow;
+        // Unit stride and dilation (the common case) as constants: neighbouring windows then
+        // share their loads (VT + KW - 1 reads for VT sums).
+        if (SW == 1 && DW == 1) {
+            sum_w<VT>(src, dst, TW - ow, KW, 1, 1);
+        } else {
+            sum_w<VT>(src, dst, TW - ow, KW, SW, DW);
+        }
     }
     __syncthreads();
 
@@ -187,24 +223,30 @@ __global__ void __launch_bounds__(256) pool_tiled(const T* __restrict__ x, T* __
     const int KD = window_of<KD_>(p, 0), KH = window_of<KH_>(p, 1);
     const int step_d = p.dilation[0] * IH * TW, step_h = p.dilation[1] * TW;
     const int out_w = p.out[2];
-    const int out_count = out_rows * TW;
-    for (int i = threadIdx.x; i < out_count; i += blockDim.x) {
-        const unsigned r = fast_div((unsigned)i, p.tile_w_div);
-        const int ow = i - (int)(r * (unsigned)TW);
+    const int out_items = out_rows * TWV;
+    for (int i = threadIdx.x; i < out_items; i += blockDim.x) {
+        const unsigned r = fast_div((unsigned)i, p.tile_wv_div);
+        const int ow = (i - (int)(r * (unsigned)TWV)) * VT;
         const int gw = ow0 + ow;
         const long long off = out_row[r];
         if (off < 0 || gw >= out_w) continue;
         const float* src = row_sums + sums_row[r] + ow;
-        float s = 0.0f;
+        const float row_div = row_divisor[r];
+        T* dst = out_plane + (off + gw);
 #pragma unroll
-        for (int kd = 0; kd < KD; ++kd) {
-            const float* plane_rows = src + kd * step_d;
+        for (int e = 0; e < VT; ++e) {
+            if (ow + e >= TW || gw + e >= out_w) break;
+            float s = 0.0f;
 #pragma unroll
-            for (int kh = 0; kh < KH; ++kh) s += plane_rows[kh * step_h];
+            for (int kd = 0; kd < KD; ++kd) {
+                const float* plane_rows = src + e + kd * step_d;
+#pragma unroll
+                for (int kh = 0; kh < KH; ++kh) s += plane_rows[kh * step_h];
+            }
+            float divisor = row_div;
+            if (!p.include_padding) divisor *= (float)taps_inside(p, 2, (gw + e) * SW - p.pad_lo[2]);
+            dst[e] = from_float<T>(__fdividef(s, divisor));
         }
-        float divisor = row_divisor[r];
-        if (!p.include_padding) divisor *= (float)taps_inside(p, 2, gw * SW - p.pad_lo[2]);
-        out_plane[off + gw] = from_float<T>(__fdividef(s, divisor));
     }
 }
 
@@ -306,14 +348,32 @@ __global__ void __launch_bounds__(256) pool_rows(const T* __restrict__ x, T* __r
     }
     const int out_w = p.out[2];
     T* dst = y + (row_index * (IDX)out_w + (IDX)ow0);
+    alignas(16) T r[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-        if (ow0 + v >= out_w) break;
         float d = divisor;
         if (!p.include_padding) {
             d *= (float)valid_taps(ow0 + v, p.stride[2], p.pad_lo[2], p.dilation[2], p.window[2], p.size[2]);
         }
-        dst[v] = from_float<T>(__fdividef(s[v], d));
+        r[v] = from_float<T>(__fdividef(s[v], d));
+    }
+    // One 8- or 16-byte store when all V outputs exist and the address allows (the output is
+    // packed, so that is most groups whenever out_w * sizeof(T) is a multiple of it).
+    constexpr int OUT_BYTES = V * (int)sizeof(T);
+    if constexpr (OUT_BYTES == 8 || OUT_BYTES == 16) {
+        if (ow0 + V <= out_w && ((unsigned long long)dst & (OUT_BYTES - 1)) == 0) {
+            if constexpr (OUT_BYTES == 16) {
+                *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(r);
+            } else {
+                *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(r);
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        if (ow0 + v >= out_w) break;
+        dst[v] = r[v];
     }
 }
 
@@ -347,18 +407,22 @@ __global__ void __launch_bounds__(256) pool_direct(const T* __restrict__ x, T* _
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_POOL_TILED(T, KD, KH, KW) \
-    template __global__ void dml::pool_tiled<T, KD, KH, KW>(const T*, T*, const dml::PoolParams);
+#define DML_POOL_TILED(T, KD, KH, KW, VT) \
+    template __global__ void dml::pool_tiled<T, KD, KH, KW, VT>(const T*, T*, const dml::PoolParams);
 #define DML_POOL_ROWS(T, IDX, KD, KH, KW, V) \
     template __global__ void dml::pool_rows<T, IDX, KD, KH, KW, V>(const T*, T*, const dml::PoolParams);
-DML_POOL_TILED(float, 0, 0, 0)
-DML_POOL_TILED(__half, 0, 0, 0)
-DML_POOL_TILED(float, 1, 3, 3)
-DML_POOL_TILED(__half, 1, 3, 3)
-DML_POOL_TILED(float, 1, 2, 2)
-DML_POOL_TILED(float, 1, 1, 3)
-DML_POOL_TILED(float, 3, 3, 3)
-DML_POOL_TILED(float, 2, 3, 1)
+DML_POOL_TILED(float, 0, 0, 0, 1)
+DML_POOL_TILED(__half, 0, 0, 0, 1)
+DML_POOL_TILED(float, 0, 0, 0, 4)
+DML_POOL_TILED(__half, 0, 0, 0, 4)
+DML_POOL_TILED(float, 1, 3, 3, 4)
+DML_POOL_TILED(__half, 1, 3, 3, 4)
+DML_POOL_TILED(float, 1, 3, 3, 1)
+DML_POOL_TILED(float, 1, 2, 2, 4)
+DML_POOL_TILED(float, 1, 1, 3, 4)
+DML_POOL_TILED(float, 3, 3, 3, 4)
+DML_POOL_TILED(float, 3, 3, 3, 1)
+DML_POOL_TILED(float, 2, 3, 1, 4)
 DML_POOL_ROWS(float, int, 1, 2, 2, 2)
 DML_POOL_ROWS(__half, int, 1, 2, 2, 4)
 DML_POOL_ROWS(float, int, 1, 3, 3, 2)
@@ -367,8 +431,8 @@ DML_POOL_ROWS(__half, int, 1, 1, 1, 8)
 DML_POOL_ROWS(float, int, 2, 2, 2, 2)
 DML_POOL_ROWS(float, long long, 1, 1, 2, 2)
 DML_POOL_ROWS(__half, long long, 1, 1, 2, 4)
-DML_POOL_ROWS(float, int, 0, 0, 0, 2)
-DML_POOL_ROWS(__half, long long, 0, 0, 0, 2)
+DML_POOL_ROWS(float, int, 0, 0, 0, 1)
+DML_POOL_ROWS(__half, long long, 0, 0, 0, 1)
 template __global__ void dml::pool_direct<float>(const float*, float*, const dml::PoolParams);
 template __global__ void dml::pool_direct<__half>(const __half*, __half*, const dml::PoolParams);
 #endif

@@ -42,9 +42,9 @@ PARAMS = make_struct(
         ("tiles_div", FAST_DIVMOD, 3),
         ("out_div", FAST_DIVMOD, 3),
         ("in_w_div", FAST_DIVMOD, 0),
-        ("in_h_div", FAST_DIVMOD, 0),
+        ("in_wv_div", FAST_DIVMOD, 0),
         ("tile_w_div", FAST_DIVMOD, 0),
-        ("tile_h_div", FAST_DIVMOD, 0),
+        ("tile_wv_div", FAST_DIVMOD, 0),
         ("channel_div", FAST_DIVMOD, 0),
         ("include_padding", "<i4", 0),
         ("taps", "<f4", 0),
@@ -58,6 +58,8 @@ SPECIALISED_WINDOWS = (1, 2, 3)
 # Kernel paths; each can be switched off here, falling back to the generic tiled kernel.
 USE_SPECIALISED_TILES = True
 USE_ROWS_KERNEL = True
+# W positions per pool_tiled work item (1 = one element per item).
+TILE_VECTOR = 4
 
 # Shared memory per CTA (float32 input tile + row sums): small enough for several CTAs per SM.
 SMEM_BUDGET = 32 * 1024
@@ -138,8 +140,9 @@ def _plan(
 ) -> _Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` ("tiled", "rows", "direct") forces a kernel, for measurements; None chooses:
-    pool_rows where windows do not overlap, else pool_tiled, else pool_direct.
+    ``path`` ("tiled", "tiled1" = tiled one W position per item, "rows", "direct") forces a
+    kernel, for tests and measurements; None chooses: pool_rows where windows do not overlap,
+    else pool_tiled, else pool_direct.
     """
     window_size, strides, dilations, start_padding, _ = geometry
     n, c, *sizes = shape
@@ -204,11 +207,12 @@ def _plan(
     p["in_tile"] = ext
     fill_divisors(p["tiles_div"], tiles)
     p["in_w_div"] = fast_divmod(ext[2])
-    p["in_h_div"] = fast_divmod(ext[1])
+    vt = 1 if path == "tiled1" else TILE_VECTOR
+    p["in_wv_div"] = fast_divmod(-(-ext[2] // vt))
     p["tile_w_div"] = fast_divmod(tile[2])
-    p["tile_h_div"] = fast_divmod(tile[1])
+    p["tile_wv_div"] = fast_divmod(-(-tile[2] // vt))
     k = ", ".join(str(_constant(w) if USE_SPECIALISED_TILES else 0) for w in window3)
-    kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}, {k}>")
+    kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}, {k}, {vt}>")
     return _Plan(out_shape, kernel, (ctas, 1, 1), shared_bytes(tile, ext), p)
 
 
@@ -225,7 +229,7 @@ def average_pooling(
 ) -> Any:
     """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums.
 
-    ``path`` forces one kernel ("tiled", "rows", "direct"; for tests and measurements).
+    ``path`` forces one kernel ("tiled", "tiled1", "rows", "direct"; tests and measurements).
     """
     import cupy
 

@@ -323,7 +323,7 @@ POOL_CASES = [
     ((8, 8), (2, 2), (2, 2), (1, 1), (0, 0), (0, 0)),
     ((12, 15), (3, 2), (2, 3), (2, 3), (2, 0), (1, 3)),  # dilations, asymmetric pads
     ((7, 70), (2, 5), (3, 1), (1, 2), (0, 4), (1, 4)),  # long rows: several W tiles
-    ((40, 40), (40, 40), (1, 1), (1, 1), (0, 0), (0, 0)),  # global pooling: too big for a tile
+    ((40, 40), (40, 40), (1, 1), (1, 1), (0, 0), (0, 0)),  # global pooling
     ((33,), (4,), (2,), (3,), (2,), (3,)),  # 1 spatial dim
     ((6, 7, 9), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
     ((9, 8, 10), (2, 3, 2), (2, 1, 3), (2, 1, 2), (1, 0, 2), (0, 2, 1)),
@@ -342,8 +342,9 @@ POOL_CASES = [
 ]
 
 # None: the launcher's choice; the others force a kernel on every case (any kernel is
-# correct for any geometry; forcing covers each on the other's cases too).
-POOL_PATHS = [None, "rows", "tiled"]
+# correct for any geometry; forcing covers each on the other's cases too). "tiled1": the
+# tiled kernel with one W position per work item; "direct": one thread per output.
+POOL_PATHS = [None, "rows", "tiled", "tiled1", "direct"]
 
 
 @pytest.mark.parametrize("path", POOL_PATHS, ids=str)
