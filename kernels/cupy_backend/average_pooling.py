@@ -58,8 +58,14 @@ SPECIALISED_WINDOWS = (1, 2, 3)
 # Kernel paths; each can be switched off here, falling back to the generic tiled kernel.
 USE_SPECIALISED_TILES = True
 USE_ROWS_KERNEL = True
-# W positions per pool_tiled work item (1 = one element per item).
-TILE_VECTOR = 4
+# W positions per pool_tiled work item. Measured on an H200 (bench_kernels.py, run 4): 4
+# positions per item were slower than 1 (2-D k3s1 146 vs 127 us, 3-D k3s1 299 vs 223 us), so
+# each item is one element; 4 stays available (path "tiled4") for other shapes.
+TILE_VECTOR = 1
+# pool_rows reads every tap from global memory (L1/L2 absorb the re-reads): it beat the tiles
+# while each input element is read at most ~3.4 times per output plane pass (k3s2: 2-D
+# 57 vs 75 us, 3-D 94 vs 114 us) and lost at 9 and 27 reads (k3s1 2-D, 3-D).
+ROWS_MAX_READS = 4.0
 
 # Shared memory per CTA (float32 input tile + row sums): small enough for several CTAs per SM.
 SMEM_BUDGET = 32 * 1024
@@ -116,9 +122,9 @@ def outputs_per_thread(window_w: int, itemsize: int) -> int:
     return 4 if itemsize == 2 else 2
 
 
-def windows_overlap(window: Sequence[int], stride: Sequence[int], dilation: Sequence[int]) -> bool:
-    """True when some input element lies in two windows (then a shared tile saves reads)."""
-    return any((k - 1) * d + 1 > st for k, st, d in zip(window, stride, dilation, strict=True))
+def reads_per_element(window: Sequence[int], stride: Sequence[int]) -> float:
+    """Global reads per input element when every output reads its own taps (pool_rows)."""
+    return math.prod(k / st for k, st in zip(window, stride, strict=True))
 
 
 class _Plan(NamedTuple):
@@ -140,9 +146,9 @@ def _plan(
 ) -> _Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` ("tiled", "tiled1" = tiled one W position per item, "rows", "direct") forces a
-    kernel, for tests and measurements; None chooses: pool_rows where windows do not overlap,
-    else pool_tiled, else pool_direct.
+    ``path`` ("tiled", "tiled1" / "tiled4" = W positions per tile work item, "rows", "direct")
+    forces a kernel, for tests and measurements; None chooses: pool_rows where windows re-read
+    little (non-overlapping windows, stride 2 with window 3), else pool_tiled, else pool_direct.
     """
     window_size, strides, dilations, start_padding, _ = geometry
     n, c, *sizes = shape
@@ -174,7 +180,11 @@ def _plan(
     p["taps"] = math.prod(window_size)
 
     cpp = from_numpy(dtype).info.cpp
-    if path is None and USE_ROWS_KERNEL and not windows_overlap(window_size, strides, dilations):
+    if (
+        path is None
+        and USE_ROWS_KERNEL
+        and reads_per_element(window_size, strides) <= ROWS_MAX_READS
+    ):
         path = "rows"
     if path == "rows":
         v = outputs_per_thread(window3[2], dtype.itemsize)
@@ -207,7 +217,7 @@ def _plan(
     p["in_tile"] = ext
     fill_divisors(p["tiles_div"], tiles)
     p["in_w_div"] = fast_divmod(ext[2])
-    vt = 1 if path == "tiled1" else TILE_VECTOR
+    vt = {"tiled1": 1, "tiled4": 4}.get(path or "", TILE_VECTOR)
     p["in_wv_div"] = fast_divmod(-(-ext[2] // vt))
     p["tile_w_div"] = fast_divmod(tile[2])
     p["tile_wv_div"] = fast_divmod(-(-tile[2] // vt))
@@ -229,7 +239,8 @@ def average_pooling(
 ) -> Any:
     """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums.
 
-    ``path`` forces one kernel ("tiled", "tiled1", "rows", "direct"; tests and measurements).
+    ``path`` forces one kernel ("tiled", "tiled1", "tiled4", "rows", "direct"; for tests and
+    measurements).
     """
     import cupy
 

@@ -315,8 +315,8 @@ def test_unfold_then_fold_counts_overlaps() -> None:
 # ----------------------------------------------------------------------------- AVERAGE_POOLING
 
 # (spatial sizes, window, strides, dilations, start, end). Kernel paths (average_pooling.py):
-# overlapping windows -> pool_tiled (window sizes 1..3 per axis compiled as constants),
-# non-overlapping -> pool_rows, windows too large for a tile -> pool_direct.
+# windows that re-read little (non-overlapping, k3s2) -> pool_rows, others -> pool_tiled
+# (window sizes 1..3 per axis compiled as constants), windows too large for a tile -> pool_direct.
 POOL_CASES = [
     ((9, 11), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
     ((10, 13), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
@@ -343,8 +343,9 @@ POOL_CASES = [
 
 # None: the launcher's choice; the others force a kernel on every case (any kernel is
 # correct for any geometry; forcing covers each on the other's cases too). "tiled1": the
-# tiled kernel with one W position per work item; "direct": one thread per output.
-POOL_PATHS = [None, "rows", "tiled", "tiled1", "direct"]
+# tiled kernel with one / "tiled4" four W positions per work item; "direct": one thread per
+# output.
+POOL_PATHS = [None, "rows", "tiled1", "tiled4", "direct"]
 
 
 @pytest.mark.parametrize("path", POOL_PATHS, ids=str)
