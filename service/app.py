@@ -10,11 +10,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.staticfiles import StaticFiles
 
 from kernels import BackendUnavailableError, Operator
 from service import __version__
+from service.compression import Compression
 from service.errors import install_error_handlers
 from service.observability import RequestContextMiddleware
 from service.routes import system, v1, v2
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.dmlserve = state
     install_error_handlers(app)
     # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
-    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(Compression, minimum_size=1024)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(v1.router)
     app.include_router(v2.health)
