@@ -37,6 +37,7 @@ from service.errors import (
     UnprocessableError,
 )
 from service.executor import Backend, ComputeLimiter, Timings, t_desc
+from service.limits import INLINE_BYTES
 from service.metrics import Metrics
 from service.registry import OperatorRegistry
 from service.settings import Settings
@@ -247,7 +248,6 @@ async def warm_registered(state: ServiceState, op: OperatorBase) -> None:
     await compute(state, bound, inputs)
 
 
-_INLINE_BYTES = 1 << 20
 R = TypeVar("R")
 
 
@@ -257,7 +257,7 @@ async def offload(size: int, fn: Callable[..., R], *args: Any) -> R:
     Decoding JSON numbers or base64 and encoding large outputs would otherwise block the
     event loop (and every other request) for as long as they take.
     """
-    if size < _INLINE_BYTES:
+    if size <= INLINE_BYTES:
         return fn(*args)
     return await anyio.to_thread.run_sync(fn, *args)
 

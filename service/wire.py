@@ -25,19 +25,23 @@ from service.encoding import (
     tensor_from_json_data,
 )
 from service.errors import BadRequestError, UnprocessableError, summarize, validation_errors
-from service.limits import Body
+from service.limits import INLINE_BYTES, Body
 from service.schemas import WireTensor
 
 M = TypeVar("M", bound=BaseModel)
-_OFFLOAD_BYTES = 1 << 20
 JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
 async def parse_json(raw: memoryview) -> Any:
     """The JSON document of a body; 400 when it is not JSON (big bodies parse off-loop)."""
+    if len(raw) > INLINE_BYTES:
+        return await anyio.to_thread.run_sync(load_json, raw)
+    return load_json(raw)
+
+
+def load_json(raw: memoryview) -> Any:
+    """`parse_json` where the caller has chosen the thread."""
     try:
-        if len(raw) > _OFFLOAD_BYTES:
-            return await anyio.to_thread.run_sync(orjson.loads, raw)
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise BadRequestError(f"the body is not valid JSON: {exc}") from None

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from kernels import DescriptorError
+from service.encoding import Encoding, HostTensor
 from service.limits import Body, read_body
 from service.observability import KeyedRoute, direct
 from service.registry import check_name, resolve_for_registration
@@ -29,12 +29,17 @@ from service.schemas import (
     ExecuteResponse,
     OperatorExecuteRequest,
     OperatorList,
-    OutputEncoding,
     RegisteredResponse,
     RegisterRequest,
-    WireTensor,
 )
-from service.wire import decode_v1_inputs, encode_v1_outputs, json_response, parse_json, validate
+from service.wire import (
+    decode_v1_inputs,
+    encode_v1_outputs,
+    json_response,
+    load_json,
+    parse_json,
+    validate,
+)
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     code: {
@@ -78,27 +83,40 @@ async def execute(request: Request) -> Response:
     state = state_of(request)
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
-        req = validate(ExecuteRequest, await parse_json(body.json))
-        return await _run(state, obs, body, req.operator, req.inputs, req.output_encoding)
+        req, inputs, default = await _decode(state, ExecuteRequest, body)
+        return await _run(state, obs, req.operator, inputs, req.output_encoding or default)
+
+
+V = TypeVar("V", ExecuteRequest, OperatorExecuteRequest)
+
+
+async def _decode(
+    state: ServiceState, model: type[V], body: Body
+) -> tuple[V, dict[str, HostTensor], Encoding]:
+    """Parse and validate the body and decode its tensors: on the event loop when the body is
+    small, else in one worker-thread call."""
+
+    def work() -> tuple[V, dict[str, HostTensor], Encoding]:
+        req = validate(model, load_json(body.json))
+        inputs, default = decode_v1_inputs(req.inputs, body, state.settings.max_tensor_bytes)
+        return req, inputs, default
+
+    return await offload(len(body.json), work)
 
 
 async def _run(
     state: ServiceState,
     obs: Observation,
-    body: Body,
     descriptor: Any,
-    wire_inputs: Mapping[str, WireTensor],
-    output_encoding: OutputEncoding | None,
+    inputs: dict[str, HostTensor],
+    encoding: Encoding,
 ) -> Response:
-    """Decode the tensors, bind the descriptor to them, compute, and encode the output."""
-    limit = state.settings.max_tensor_bytes
-    inputs, default = await offload(len(body.json), decode_v1_inputs, wire_inputs, body, limit)
+    """Bind the descriptor to the decoded tensors, compute, and encode the output."""
     op = bind(descriptor, inputs, ("operator",), state.resolved)
     obs.operator = str(op.type)
     outcome = await compute(state, op, inputs, obs.model)
     backend = state.require_ready().name
     outputs = {"OutputTensor": outcome.output}
-    encoding = output_encoding or default
     response, nbytes = await offload(
         outcome.output.nbytes, encode_v1_outputs, outputs, backend, encoding
     )
@@ -158,5 +176,5 @@ async def execute_registered(name: str, request: Request) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
         obs.operator, obs.model = reg.type, reg.name
-        req = validate(OperatorExecuteRequest, await parse_json(body.json))
-        return await _run(state, obs, body, reg.operator, req.inputs, req.output_encoding)
+        req, inputs, default = await _decode(state, OperatorExecuteRequest, body)
+        return await _run(state, obs, reg.operator, inputs, req.output_encoding or default)

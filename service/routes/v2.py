@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service import __version__
+from service.encoding import HostTensor
 from service.errors import NotFoundError, UnavailableError
 from service.kserve import (
     EXTENSIONS,
@@ -23,7 +24,7 @@ from service.observability import KeyedRoute, direct
 from service.registry import RegisteredOperator
 from service.runtime import Observation, StateDep, bind, compute, offload, state_of
 from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
-from service.wire import json_response, parse_json, validate
+from service.wire import json_response, load_json, validate
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {
@@ -99,12 +100,14 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     body = await read_body(request, state.settings.max_request_bytes)
     with Observation(state, body.received_bytes) as obs:
         obs.operator, obs.model = reg.type, reg.name
-        req = validate(InferRequest, await parse_json(body.json))
-        binary = wants_binary(req)
-        inputs = await offload(
-            len(body.json), decode_infer_inputs, req, body, reg.operator,
-            state.settings.max_tensor_bytes,
-        )  # fmt: skip
+        limit = state.settings.max_tensor_bytes
+
+        def decode() -> tuple[InferRequest, dict[str, bool], dict[str, HostTensor]]:
+            # Parse, validate and decode in one step: one worker-thread call for a big body.
+            req = validate(InferRequest, load_json(body.json))
+            return req, wants_binary(req), decode_infer_inputs(req, body, reg.operator, limit)
+
+        req, binary, inputs = await offload(len(body.json), decode)
         op = bind(reg.operator, inputs, cache=state.resolved)
         outcome = await compute(state, op, inputs, reg.name)
         response, nbytes = await offload(
