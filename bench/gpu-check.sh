@@ -2,8 +2,9 @@
 # Everything that needs a CUDA device, in one go, from the repository root of a GPU host:
 # the GPU tests, the HTTP suites on the CuPy backend, compute-sanitizer (memcheck, racecheck),
 # the kernel benchmarks against PyTorch and the service benchmark with the CuPy backend.
-#   OUT=some/dir bench/gpu-check.sh [tests] [bench]   (both when none is named; logs, JSON and
-#   markdown land in $OUT)
+#   OUT=some/dir bench/gpu-check.sh [STAGE...]   (default: tests bench)
+#   stages: tests = kernel-tests service-tests; bench = kernel-bench service-bench.
+#   Logs, JSON and markdown land in $OUT; a summary table is printed last.
 set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
@@ -33,16 +34,23 @@ step() {
 
 stages=" ${*:-tests bench} "
 pytest=(python3 -m pytest -q -p no:cacheprovider -o addopts=-ra)
-if [[ $stages == *" tests "* ]]; then
-step gpu-tests 200 "${pytest[@]}" -m gpu tests
-step http-suites-cupy 150 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
-sanitized=(-m gpu tests/kernels -k "seed or padding_strided or unfold_dtypes or fold_dtypes or average_pooling or signedness or groups or geometry or depthwise or strided_inputs")
-step memcheck 150 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck --error-exitcode 9 "${pytest[@]}" -x "${sanitized[@]}"
-step racecheck 80 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck --error-exitcode 9 "${pytest[@]}" -x -m gpu tests/kernels -k "average_pooling or signedness or depthwise_geometry"
+has() { [[ $stages == *" $1 "* ]]; }
+if has tests || has kernel-tests; then
+step kernel-tests 270 "${pytest[@]}" -m gpu tests/kernels
+memcheck_k="seed_example_on_gpu and FLOAT32 or padding_strided and float32 or fold_strided and float32 or unfold_strided and float32 or (average_pooling and contiguous) or signedness_and_zero_points and auto or depthwise_zero_points and channel"
+racecheck_k="(average_pooling and float32 and contiguous and not direct) or (signedness_and_zero_points and channel and auto) or (depthwise_geometry and 1-1)"
+step memcheck 200 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels -k "$memcheck_k"
+step racecheck 100 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels -k "$racecheck_k"
 fi
-if [[ $stages == *" bench "* ]]; then
+if has tests || has service-tests; then
+step service-gpu-tests 120 "${pytest[@]}" -m gpu tests/service tests/clients
+step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
+fi
+if has bench || has kernel-bench; then
 step bench-kernels 200 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
 step bench-conv 150 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
+fi
+if has bench || has service-bench; then
 step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
 fi
 
