@@ -53,10 +53,20 @@ _STD_ATTRS = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request id, extras."""
 
+    # One encoder for every line (`json.dumps(..., default=str)` builds one per call; same
+    # output), and the formatted second reused while it lasts.
+    _encoder = json.JSONEncoder(default=str)
+    _second: tuple[int, str] = (-1, "")
+
+    def _timestamp(self, created: float) -> str:
+        second = int(created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return self._second[1]
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": self._timestamp(record.created) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -67,7 +77,7 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return self._encoder.encode(entry)
 
 
 def configure_logging(level: str) -> None:
