@@ -95,7 +95,8 @@ def serve_in_thread(app: ASGIApp) -> Iterator[str]:
 def server_url() -> Iterator[str]:
     """`dmlserve serve` on the NumPy backend, as a subprocess on a free port."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DMLSERVE_WARMUP": "false"}
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "DMLSERVE_WARMUP": "false"}
     cmd = [
         sys.executable,
         "-c",

@@ -57,7 +57,8 @@ class ServerProcess:
         self.log = tempfile.NamedTemporaryFile(prefix="dmlserve-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "service.cli", "serve", "--backend", TEST_BACKEND,
                "--host", "127.0.0.1", "--port", str(self.port), *flags]  # fmt: skip
-        full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        full_env = {**os.environ, "PYTHONPATH": pythonpath, **(env or {})}
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT
         )
