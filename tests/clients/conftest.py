@@ -39,8 +39,9 @@ ASGIApp = Callable[..., Any]
 
 
 def make_app(**overrides: Any) -> Any:
-    """The real service app on the NumPy backend."""
-    return create_app(Settings(backend=TEST_BACKEND, warmup=False, **overrides))
+    """The real service app, on the test backend unless `backend` is given."""
+    settings: dict[str, Any] = {"backend": TEST_BACKEND, "warmup": False, **overrides}
+    return create_app(Settings(**settings))
 
 
 @contextmanager

@@ -8,6 +8,7 @@ import numpy as np
 
 import kernels
 from clients import AsyncClient
+from tests.clients.test_operators import assert_same
 
 
 async def test_twenty_concurrent_calls(async_client: AsyncClient) -> None:
@@ -17,7 +18,7 @@ async def test_twenty_concurrent_calls(async_client: AsyncClient) -> None:
     for x, y in zip(xs, results, strict=True):
         op = {"type": "AVERAGE_POOLING", "WindowSize": [2, 3]}
         expected = kernels.execute(op, {"InputTensor": x}, backend="numpy")["OutputTensor"]
-        np.testing.assert_array_equal(y, expected)
+        assert_same(y, expected)
 
 
 async def test_every_helper_on_the_async_client(async_client: AsyncClient) -> None:

@@ -74,7 +74,7 @@ def test_unframed_garbage_is_a_bad_request_and_text_is_unsupported(client: Clien
 
 
 async def test_full_queue_is_rate_limited() -> None:
-    app = make_app(max_concurrency=1, max_queue=0, retry_after_s=0)
+    app = make_app(max_concurrency=1, max_queue=0, retry_after_s=0, backend="numpy")
     # Heavy enough (~0.4 s on NumPy) that the first call still computes when the rest arrive.
     x = np.random.default_rng(0).integers(0, 255, size=(8, 32, 64, 64), dtype=np.uint8)
     w = np.random.default_rng(1).integers(-128, 127, size=(32, 32, 3, 3), dtype=np.int8)
@@ -89,7 +89,7 @@ async def test_full_queue_is_rate_limited() -> None:
 
 
 async def test_request_over_the_time_limit_is_a_gateway_timeout() -> None:
-    app = make_app(request_timeout_s=0.01)
+    app = make_app(request_timeout_s=0.01, backend="numpy")  # work known to be slow
     x = np.random.default_rng(0).integers(0, 255, size=(8, 32, 64, 64), dtype=np.uint8)
     w = np.random.default_rng(1).integers(-128, 127, size=(32, 32, 3, 3), dtype=np.int8)
     async with inprocess_async_client(app) as client:
