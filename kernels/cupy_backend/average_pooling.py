@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..dtypes import from_numpy
+from ..geometry import blocks_per_dimension
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
@@ -21,7 +22,6 @@ from ._common import (
     make_struct,
 )
 from ._loader import get_kernel
-from .unfold import blocks_per_dimension
 
 __all__ = ["average_pooling"]
 

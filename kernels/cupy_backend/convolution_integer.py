@@ -265,8 +265,10 @@ def _tiled(
     kernel = get_kernel(_SOURCE, name)
     smem = 4 * (-(-cc * r * s * mb // 4) * 4 + cc * iht * iwt)
     zp_dev = cupy.asarray(w_zp)
-    ints = (n, m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx))
-    ints += (th, tw, iht, iwt, cc, tiles_w, mchunks, nb, pipe)
+    ints = (
+        *(n, m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx)),
+        *(th, tw, iht, iwt, cc, tiles_w, mchunks, nb, pipe),
+    )
     kernel(
         (tiles, g * mchunks, -(-n // nb)),
         (threads,),

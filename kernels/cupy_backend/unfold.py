@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..geometry import blocks_per_dimension
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
@@ -20,7 +21,7 @@ from ._common import (
 )
 from ._loader import get_kernel
 
-__all__ = ["blocks_per_dimension", "unfold"]
+__all__ = ["unfold"]
 
 MAX_DIMS = 6
 
@@ -44,23 +45,6 @@ PARAMS = make_struct(
         ("unused", "<i4", 0),
     ]
 )
-
-
-def blocks_per_dimension(
-    sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> list[int]:
-    """``(S + Start + End - Dilations*(K-1) - 1) // Strides + 1`` per spatial dim."""
-    return [
-        (n + a + b - d * (k - 1) - 1) // s + 1
-        for n, k, s, d, a, b in zip(
-            sizes, window_sizes, strides, dilations, start_padding, end_padding, strict=True
-        )
-    ]
 
 
 class _Plan(NamedTuple):

@@ -1,5 +1,6 @@
 """Operator descriptors: models with DirectML field names, validation and shape inference."""
 
+from ..geometry import sliding_count
 from ._base import MAX_ELEMENT_COUNT, TensorDesc, wire_name
 from .operators import (
     OPERATOR_TYPES,
@@ -16,7 +17,6 @@ from .operators import (
 )
 from .padding_value import fill_value
 from .resolve import resolve
-from .rules import sliding_count
 
 __all__ = [
     "MAX_ELEMENT_COUNT",

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..dtypes import DataType
+from ..geometry import sliding_count
 from ._base import Errors, TensorDesc
 from .operators import (
     AveragePoolingOperator,
@@ -17,20 +18,6 @@ from .operators import (
 
 _INT8_TYPES = (DataType.INT8, DataType.UINT8)
 _POOLING_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
-
-
-def sliding_count(
-    size: int, window: int, stride: int, dilation: int, start: int, end: int
-) -> int | None:
-    """Windows along one axis: (size + start + end - dilation*(window-1) - 1) // stride + 1.
-
-    None when the dilated window does not fit in the padded size.
-    """
-    padded = size + start + end
-    extent = dilation * (window - 1) + 1
-    if padded < extent:
-        return None
-    return (padded - extent) // stride + 1
 
 
 def _windows(

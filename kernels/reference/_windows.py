@@ -22,23 +22,6 @@ Index = tuple[slice | int, ...]
 EVERYTHING: Index = (slice(None), slice(None))  # the N and C axes, whole
 
 
-def blocks_per_dimension(
-    sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> tuple[int, ...]:
-    """``(S + Start + End - Dilations*(K-1) - 1) // Strides + 1`` per axis (§3, §5.1, §6)."""
-    return tuple(
-        (s + a + e - d * (k - 1) - 1) // st + 1
-        for s, k, st, d, a, e in zip(
-            sizes, window_sizes, strides, dilations, start_padding, end_padding, strict=True
-        )
-    )
-
-
 def window_offsets(window_sizes: Sequence[int]) -> list[tuple[int, ...]]:
     """Every window offset ``k``, row-major (last window axis fastest), as UNFOLD orders rows."""
     return list(np.ndindex(*window_sizes))

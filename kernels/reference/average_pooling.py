@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._windows import Array, blocks_per_dimension
+from ..geometry import blocks_per_dimension
+from ._windows import Array
 from .unfold import unfold
 
 __all__ = ["average_pooling"]

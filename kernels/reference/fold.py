@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..geometry import blocks_per_dimension
 from ._windows import (
     EVERYTHING,
     Array,
     Index,
     accumulation_dtype,
-    blocks_per_dimension,
     interior,
     padded_sizes,
     tap_slices,

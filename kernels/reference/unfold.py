@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..geometry import blocks_per_dimension
 from ._windows import (
     EVERYTHING,
     Array,
     Index,
-    blocks_per_dimension,
     tap_slices,
     window_offsets,
     zero_padded,
