@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import statistics
 import sys
@@ -119,7 +120,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
     row["ours_ms"] = time_ms(ours, inner, reps, 5)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
-        from kernels.cupy_backend import convolution_integer as mod
+        mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
         mod._TILED_PIPELINE = False
         try:
@@ -153,7 +154,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     row["cudnn_fp16_ms"] = time_ms(cudnn, inner, reps, 5)
 
     if sweep:  # every tensor-core tile on this layer, to check the tile picker
-        from kernels.cupy_backend import convolution_integer as mod
+        mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
         picker = mod._pick_tile
         row["tiles"] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -62,7 +63,7 @@ def _run(
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """'direct' sends every shape down the shared-memory CUDA-core kernel (where its tile fits),
     'naive' down the one-thread-per-output kernel; 'auto' lets the tensor cores in."""
-    from kernels.cupy_backend import convolution_integer as mod
+    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
     if request.param in ("direct", "naive"):
         monkeypatch.setattr(mod, "_MIN_TC_CHANNELS", 1 << 30)
@@ -73,7 +74,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 
 def _tiled_kernel_used(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     """Records the plans the shared-memory CUDA-core kernel ran with (proves the path ran)."""
-    from kernels.cupy_backend import convolution_integer as mod
+    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
     plans: list[tuple[int, ...]] = []
     real = mod._tiled
@@ -200,7 +201,7 @@ def test_strided_inputs(view: Callable[[Any], Any], path: str) -> None:
 def test_every_tile(
     n: int, c: int, hw: int, m: int, tile: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernels.cupy_backend import convolution_integer as mod
+    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
     monkeypatch.setattr(mod, "_pick_tile", lambda *_: tile)
     rng = np.random.default_rng(n + c + tile[0])
@@ -253,7 +254,7 @@ def test_empty_batch() -> None:
 def tiled_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """'images2': two images per CTA (a ragged last CTA with odd batches); 'no_prefetch': the
     chunked loop instead of the one-chunk prefetching one; 'v8': 8 outputs per thread."""
-    from kernels.cupy_backend import convolution_integer as mod
+    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
     if request.param == "v8":
         monkeypatch.setattr(mod, "_TILED_V", 8)
