@@ -15,7 +15,8 @@ from ._loader import get_kernel
 
 __all__ = ["convolution_integer"]
 
-_SOURCE = "convolution_integer.cu"
+_SOURCE = "convolution_integer.cu"  # tensor-core path and the layout transforms
+_DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
 _STAGES = 4
 # (BM output channels, BN pixels, CTAs that fit one SM, relative efficiency of the tile).
 _TILES: tuple[tuple[int, int, int, float], ...] = (
@@ -219,7 +220,7 @@ def _direct(
     n, m, oh, ow = out.shape
     _, _, h, wd = x.shape
     _, cg, r, s = w.shape
-    kernel = get_kernel(_SOURCE, f"conv_int_direct<{_cxx(w_signed)}, {_cxx(x_signed)}>")
+    kernel = get_kernel(_DIRECT_SOURCE, f"conv_int_direct<{_cxx(w_signed)}, {_cxx(x_signed)}>")
     total = out.size
     threads = 256
     blocks = min(math.ceil(total / threads), 1 << 20)
@@ -262,7 +263,7 @@ def _tiled(
     mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
     wide = _wide_rows(x)
     name = f"conv_int_tiled<{_cxx(w_signed)}, {_cxx(x_signed)}, {mb}, {v}, {_cxx(wide)}>"
-    kernel = get_kernel(_SOURCE, name)
+    kernel = get_kernel(_DIRECT_SOURCE, name)
     smem = 4 * (-(-cc * r * s * mb // 4) * 4 + cc * iht * iwt)
     zp_dev = cupy.asarray(w_zp)
     ints = (
