@@ -1,12 +1,7 @@
 // CONVOLUTION_INTEGER on the CUDA cores (SEMANTICS.md §6): depthwise, few channels or outputs
 // per group, and zero points the 8-bit tensor-core operands cannot hold. The launcher
 // (kernels/cupy_backend/convolution_integer.py) picks these or the tensor-core path of
-// convolution_integer.cu:
-//  * depthwise rows (conv_int_dw): one input channel per output, unit W stride and dilation,
-//    S in {3, 5, 7}, z_x an 8-bit value: raw input bytes in shared memory, padding = z_x, zero
-//    points by the algebra (the launcher keeps it off by default: not faster than tiled yet);
-//  * tiled (conv_int_tiled): the other depthwise and narrow-group shapes;
-//  * naive (conv_int_direct): where the tiled kernel's tile does not fit.
+// convolution_integer.cu.
 
 #include "convolution_integer_common.cuh"
 
@@ -349,123 +344,6 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
     }
 }
 
-// ------------------------------------------------------------------------------------------
-// Depthwise rows kernel: one input channel per output channel (Cg = 1), W stride and dilation
-// 1, S in {3, 5, 7}, z_x an 8-bit value of the input type. CTA = TH output rows x the whole
-// output width, one output channel m, NB images. Shared memory holds the input rows as raw bytes
-// with the padding filled with z_x once, so Σ (x'' - z_x) w' = Σ x'' w' - z_x Σ w' with
-// w' = w - z_w[m] (padded taps cancel exactly); no per-byte unpacking. Each thread owns 4
-// consecutive outputs of one row: per filter row it reads the 3 + S bytes of its window once
-// (byte loads sign- or zero-extend for free) and does 4 S multiply-adds; the next image's bytes
-// are loaded into registers during the arithmetic. Unsigned arithmetic: exact modulo 2^32.
-namespace dml_ci {
-constexpr int DW_U = 8;  // input bytes per thread in flight
-}  // namespace dml_ci
-
-template <bool WS, bool XS, int S>
-__global__ void __launch_bounds__(256, 4) conv_int_dw(
-    const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
-    const int* __restrict__ w_zp, int* __restrict__ out, int N, int M, int Mg, int H, int W,
-    int R, int OH, int OW, int stride_h, int dil_h, int pad_h, int pad_w, unsigned zx_byte,
-    int TH, int IHT, int IWT, int IWP, int NB, long long xs_n, long long xs_c, long long xs_h,
-    long long xs_w, long long ws_m, long long ws_r, long long ws_s) {
-    constexpr int U = dml_ci::DW_U;
-    extern __shared__ __align__(16) unsigned smem_u[];
-    int* fw = reinterpret_cast<int*>(smem_u);  // R * S taps (w - z_w[m])
-    unsigned char* tile = reinterpret_cast<unsigned char*>(smem_u + ((R * S + 3) & ~3));
-    const int m = blockIdx.y;
-    const int c = m / Mg;  // the input channel of this output channel
-    const int oh0 = blockIdx.x * TH;
-    const int ih0 = oh0 * stride_h - pad_h;
-    const int n0 = blockIdx.z * NB;
-    const int n1 = min(N, n0 + NB);
-    const int tid = threadIdx.x;
-    const int nthr = blockDim.x;
-    const int gw = (OW + 3) >> 2;  // 4-output groups per row
-    const int tr = tid / gw;
-    const int ow0 = 4 * (tid - tr * gw);
-    const bool active = tr < TH && oh0 + tr < OH;
-    const unsigned zx =
-        static_cast<unsigned>(dml_ci::widen<XS>(static_cast<unsigned char>(zx_byte)));
-
-    // Padding (and every byte) = z_x once; filter taps; byte load descriptors.
-    const unsigned fill = zx_byte * 0x01010101u;
-    // IWP = IWT + 3 rounded up to 4: the window reads of the last 4-output group that run past
-    // a row's end land in the fill (their outputs are not stored).
-    for (int i = tid; i < (IHT * IWP) >> 2; i += nthr) reinterpret_cast<unsigned*>(tile)[i] = fill;
-    const unsigned zw = static_cast<unsigned>(w_zp[m]);
-    for (int i = tid; i < R * S; i += nthr) {
-        const int r = i / S;
-        const unsigned char b = w[m * ws_m + r * ws_r + (i - r * S) * ws_s];
-        fw[i] = static_cast<int>(static_cast<unsigned>(dml_ci::widen<WS>(b)) - zw);
-    }
-    int src[U];  // byte offset from the channel base, valid when dst >= 0
-    int dst[U];  // tile index, -1: padding or past the tile
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const int item = tid + u * nthr;
-        const int row = item / IWT;
-        const int col = item - row * IWT;
-        const int ih = ih0 + row;
-        const int iw = col - pad_w;
-        const bool in = item < IHT * IWT && ih >= 0 && ih < H && iw >= 0 && iw < W;
-        src[u] = in ? static_cast<int>(ih * xs_h + iw * xs_w) : 0;
-        dst[u] = in ? row * IWP + col : -1;
-    }
-    auto channel_base = [&](int n) { return x + n * xs_n + c * xs_c; };
-    unsigned char v[U];
-    {
-        const unsigned char* xc = channel_base(n0);
-#pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = dst[u] >= 0 ? xc[src[u]] : 0;
-    }
-    __syncthreads();  // fill and taps written
-    unsigned sumw = 0;  // Σ w' over all R * S taps
-    for (int i = 0; i < R * S; ++i) sumw += static_cast<unsigned>(fw[i]);
-    const unsigned bias = 0u - zx * sumw;
-
-    for (int n = n0; n < n1; ++n) {
-        __syncthreads();  // the previous image's readers are done
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            if (dst[u] >= 0) tile[dst[u]] = v[u];
-        }
-        __syncthreads();
-        if (n + 1 < n1) {  // the next image's bytes in flight during this image's arithmetic
-            const unsigned char* xc = channel_base(n + 1);
-#pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = dst[u] >= 0 ? xc[src[u]] : 0;
-        }
-        if (!active) continue;
-        unsigned acc[4] = {bias, bias, bias, bias};
-        const unsigned char* rowp = tile + tr * stride_h * IWP + ow0;
-        for (int r = 0; r < R; ++r) {
-            const unsigned char* p = rowp + r * dil_h * IWP;
-            unsigned xv[S + 3];
-#pragma unroll
-            for (int i = 0; i < S + 3; ++i) xv[i] = static_cast<unsigned>(dml_ci::widen<XS>(p[i]));
-#pragma unroll
-            for (int s = 0; s < S; ++s) {
-                const unsigned wv = static_cast<unsigned>(fw[r * S + s]);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[j] += xv[j + s] * wv;
-            }
-        }
-        int* orow = out + ((static_cast<long long>(n) * M + m) * OH + oh0 + tr) * OW + ow0;
-        if ((OW & 3) == 0) {
-            *reinterpret_cast<int4*>(orow) = make_int4(static_cast<int>(acc[0]),
-                                                       static_cast<int>(acc[1]),
-                                                       static_cast<int>(acc[2]),
-                                                       static_cast<int>(acc[3]));
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                if (ow0 + j < OW) orow[j] = static_cast<int>(acc[j]);
-            }
-        }
-    }
-}
-
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
 template __global__ void conv_int_direct<true, false>(const unsigned char*, const unsigned char*,
                                                       const int*, int*, long long, int, int, int,
@@ -488,16 +366,4 @@ template __global__ void conv_int_tiled<true, true, 2, 4, true>(
     int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
     int, int, long long, long long, long long, long long, long long, long long, long long,
     long long);
-template __global__ void conv_int_dw<true, false, 3>(
-    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
-    int, int, int, int, int, int, unsigned, int, int, int, int, int, long long, long long,
-    long long, long long, long long, long long, long long);
-template __global__ void conv_int_dw<false, true, 5>(
-    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
-    int, int, int, int, int, int, unsigned, int, int, int, int, int, long long, long long,
-    long long, long long, long long, long long, long long);
-template __global__ void conv_int_dw<true, true, 7>(
-    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
-    int, int, int, int, int, int, unsigned, int, int, int, int, int, long long, long long,
-    long long, long long, long long, long long, long long);
 #endif

@@ -1,36 +1,22 @@
-"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM; on the CUDA
-cores a depthwise rows kernel (one input channel per output, unit W stride and dilation, S in
-{3, 5, 7}; off by default, see `_convolution_integer_direct._DW_ENABLED`), a shared-memory
-kernel for the other depthwise and narrow-group shapes, and a naive one for shapes whose tile
-does not fit. Kernels: `kernels/cuda/convolution_integer.cu` (tensor cores),
-`kernels/cuda/convolution_integer_direct.cu` (CUDA cores; the depthwise rows and naive
-launchers are in `_convolution_integer_direct.py`)."""
+"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM; a
+shared-memory CUDA-core kernel for depthwise and narrow groups (a naive one for shapes whose
+tile does not fit). Kernels: `kernels/cuda/convolution_integer.cu`."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ._convolution_integer_direct import (
-    _DIRECT_SOURCE,
-    _cxx,
-    _direct,
-    _dw,
-    _dw_plan,
-    _fits,
-    _i32,
-    _i64,
-    _sm_count,
-    _wrap32,
-)
 from ._loader import get_kernel
 
 __all__ = ["convolution_integer"]
 
 _SOURCE = "convolution_integer.cu"  # tensor-core path and the layout transforms
+_DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
 _STAGES = 4
 # (BM output channels, BN pixels, CTAs that fit one SM, relative efficiency of the tile).
 _TILES: tuple[tuple[int, int, int, float], ...] = (
@@ -54,6 +40,17 @@ _TILED_U = 4
 _TILED_CTAS_PER_SM = 8
 _TILED_IMAGES_PER_CTA: int | None = None  # None: chosen from the CTA count
 _TILED_PIPELINE = True
+
+
+def _cxx(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+@functools.cache
+def _sm_count(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
 def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
@@ -136,6 +133,10 @@ def _wide_rows(x: Any) -> bool:
     return xs_w == 1 and (c - 1) * xs_c + (h - 1) * xs_h + wd < 2**31
 
 
+def _fits(value: int, signed: bool) -> bool:
+    return -128 <= value <= 127 if signed else 0 <= value <= 255
+
+
 def convolution_integer(
     x: Any,
     w: Any,
@@ -181,16 +182,64 @@ def convolution_integer(
             and h * wd < 2**31
         )
         geometry = (strides, dilations, start_padding)
-        sms = _sm_count(cupy.cuda.Device().id)
         if use_tc:
             _tensor_core(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
-        elif (dw := _dw_plan(x, cg, m, r, s, oh, ow, geometry, zx, x_signed, sms)) is not None:
-            _dw(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed, dw)
-        elif (plan := _tiled_plan(x, cg, mg, g, r, s, oh, ow, geometry, sms)) is not None:
+        elif (
+            plan := _tiled_plan(
+                x, cg, mg, g, r, s, oh, ow, geometry, _sm_count(cupy.cuda.Device().id)
+            )
+        ) is not None:
             _tiled(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed, plan)
         else:
             _direct(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
     return out.reshape(n, m, ow) if one_d else out
+
+
+def _i32(v: int) -> np.int32:
+    return np.int32(v)
+
+
+def _i64(v: int) -> np.int64:
+    return np.int64(v)
+
+
+def _direct(
+    x: Any,
+    w: Any,
+    zx: int,
+    w_zp: np.ndarray,
+    geometry: tuple[Sequence[int], ...],
+    g: int,
+    out: Any,
+    x_signed: bool,
+    w_signed: bool,
+) -> None:
+    import cupy
+
+    (sh, sw), (dh, dw), (ph, pw) = geometry
+    n, m, oh, ow = out.shape
+    _, _, h, wd = x.shape
+    _, cg, r, s = w.shape
+    kernel = get_kernel(_DIRECT_SOURCE, f"conv_int_direct<{_cxx(w_signed)}, {_cxx(x_signed)}>")
+    total = out.size
+    threads = 256
+    blocks = min(math.ceil(total / threads), 1 << 20)
+    zp_dev = cupy.asarray(w_zp)
+    zx32 = _wrap32(zx)
+    kernel(
+        (blocks,),
+        (threads,),
+        (
+            x,
+            w,
+            zp_dev,
+            out,
+            _i64(total),
+            *(_i32(v) for v in (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, zx32)),
+            *(_i64(v) for v in x.strides),
+            *(_i64(v) for v in w.strides),
+        ),
+    )
 
 
 def _tiled(
@@ -228,6 +277,11 @@ def _tiled(
         + tuple(_i64(v) for v in (*x.strides, *w.strides)),
         shared_mem=smem,
     )
+
+
+def _wrap32(v: int) -> int:
+    """v as the int32 with the same bits modulo 2^32 (the kernels' sums wrap anyway)."""
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
 def _tensor_core(

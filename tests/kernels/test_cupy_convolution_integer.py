@@ -69,12 +69,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
         monkeypatch.setattr(mod, "_MIN_TC_CHANNELS", 1 << 30)
     if request.param == "naive":
         monkeypatch.setattr(mod, "_TILED_SMEM_BUDGET", 0)
-        monkeypatch.setattr(_direct_module(), "_DW_ENABLED", False)
     return str(request.param)
-
-
-def _direct_module() -> Any:
-    return importlib.import_module("kernels.cupy_backend._convolution_integer_direct")
 
 
 def _tiled_kernel_used(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
@@ -261,7 +256,6 @@ def tiled_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     chunked loop instead of the one-chunk prefetching one; 'v8': 8 outputs per thread."""
     mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
 
-    monkeypatch.setattr(_direct_module(), "_DW_ENABLED", False)  # depthwise stays on this kernel
     if request.param == "v8":
         monkeypatch.setattr(mod, "_TILED_V", 8)
 
@@ -396,146 +390,3 @@ def test_prep_x_vectorized_ragged_plane() -> None:
     zw = rng.integers(-128, 128, 16).astype(np.int32)
     got, want = _run(x, w, 128, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, lambda a: a[:, ::2])
     np.testing.assert_array_equal(got, want)
-
-
-# ---- depthwise rows kernel: one input channel per output, unit W stride and dilation --------
-
-
-def _dw_kernel_used(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
-    """Turns the depthwise rows kernel on (it is off by default) and records the plans it ran
-    with (proves the path ran)."""
-    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
-    monkeypatch.setattr(_direct_module(), "_DW_ENABLED", True)
-
-    plans: list[tuple[int, ...]] = []
-    real = mod._dw
-
-    def spy(*args: Any) -> None:
-        plans.append(args[-1])
-        real(*args)
-
-    monkeypatch.setattr(mod, "_dw", spy)
-    return plans
-
-
-@pytest.mark.parametrize(("xt", "wt"), PAIRS)
-@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel", "extreme"])
-@pytest.mark.parametrize("k", [3, 5, 7])
-def test_depthwise_zero_points_rows(
-    xt: Any, wt: Any, zp_mode: str, k: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    plans = _dw_kernel_used(monkeypatch)
-    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), k, 5])
-    width = 28 if k == 3 else 31  # 28 - 3 + 3 = 28: 16-byte output stores; 31: ragged groups
-    x = _rand(rng, (3, 12, 17, width), xt)
-    w = _rand(rng, (12, 1, k, k), wt)
-    xi, wi = np.iinfo(xt), np.iinfo(wt)
-    if zp_mode == "extreme":
-        zx, zw = int(xi.max), np.resize(np.array([wi.min, wi.max], np.int32), 12)
-    elif zp_mode == "channel":
-        zx, zw = _zp(rng, xt), rng.integers(wi.min, wi.max + 1, 12).astype(np.int32)
-    else:
-        zx = 0 if zp_mode == "none" else _zp(rng, xt)
-        zw = np.full(12, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
-    pad = (k // 2, k // 2)
-    got, want = _run(x, w, zx, zw, (1, 1), (1, 1), pad, pad, 12)
-    np.testing.assert_array_equal(got, want)
-    assert plans
-
-
-@pytest.mark.parametrize("images", [2, 3])
-@pytest.mark.parametrize("k", [3, 5, 7])
-def test_depthwise_rows_images_per_cta(
-    images: int, k: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Several images per CTA (the next image's bytes load during this one's arithmetic), with a
-    ragged last CTA."""
-    monkeypatch.setattr(_direct_module(), "_DW_IMAGES_PER_CTA", images)
-    plans = _dw_kernel_used(monkeypatch)
-    rng = np.random.default_rng([images, k, 9])
-    x = _rand(rng, (7, 5, 13, 19), np.int8)
-    w = _rand(rng, (10, 1, k, k), np.uint8)  # channel multiplier 2
-    zw = rng.integers(0, 256, 10).astype(np.int32)
-    got, want = _run(x, w, -100, zw, (1, 1), (1, 1), (1, k - 1), (2, 0), 5)
-    np.testing.assert_array_equal(got, want)
-    assert plans and plans[0][-1] == images
-
-
-@pytest.mark.parametrize(
-    ("k", "stride_h", "dil_h", "start", "end"),
-    [
-        ((3, 3), 1, 1, (0, 1), (0, 1)),
-        ((3, 5), 2, 1, (2, 3), (0, 1)),  # asymmetric padding, stride 2 along H
-        ((5, 7), 1, 2, (1, 0), (3, 6)),
-        ((1, 3), 3, 1, (0, 2), (0, 0)),
-    ],
-)
-@pytest.mark.parametrize("width", [1, 5, 30, 61, 256])
-def test_depthwise_geometry_rows(
-    k: tuple[int, int],
-    stride_h: int,
-    dil_h: int,
-    start: tuple[int, int],
-    end: tuple[int, int],
-    width: int,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    plans = _dw_kernel_used(monkeypatch)
-    rng = np.random.default_rng(width + 7 * k[1] + stride_h)
-    x = _rand(rng, (2, 4, 23, width), np.int8)
-    w = _rand(rng, (8, 1, *k), np.uint8)  # channel multiplier 2
-    zw = rng.integers(0, 256, 8).astype(np.int32)
-    got, want = _run(x, w, -7, zw, (stride_h, 1), (dil_h, 1), start, end, 4)
-    np.testing.assert_array_equal(got, want)
-    # 256-wide rows whose windows span several rows at H stride or dilation > 1 need more than
-    # 8 input bytes per thread even with one output row per CTA: those keep the tiled kernel.
-    tall = width == 256 and (stride_h, dil_h) != (1, 1) and k[0] > 1
-    assert bool(plans) != tall
-
-
-@pytest.mark.parametrize(
-    "view",
-    [
-        lambda a: __import__("cupy").broadcast_to(a[:1], a.shape),  # 0 stride on N
-        lambda a: __import__("cupy").broadcast_to(a[:, :, :, :1], a.shape),  # 0 stride on W
-        lambda a: __import__("cupy").broadcast_to(a[:, :1], a.shape),  # 0 stride on C
-        lambda a: a[:, :, 1:, 3:],  # unaligned rows
-        lambda a: a[:, ::2, ::2, ::2],  # strided W
-        lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2),  # NHWC storage
-    ],
-    ids=["bcast_n", "bcast_w", "bcast_c", "offset", "sliced", "nhwc"],
-)
-def test_depthwise_rows_views(view: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    plans = _dw_kernel_used(monkeypatch)
-    rng = np.random.default_rng(23)
-    x = _rand(rng, (3, 16, 21, 45), np.uint8)
-    c = view(__import__("cupy").asarray(x)).shape[1]
-    w = _rand(rng, (c, 1, 3, 5), np.int8)
-    zw = rng.integers(-128, 128, c).astype(np.int32)
-    got, want = _run(x, w, 140, zw, (1, 1), (1, 1), (1, 2), (1, 2), c, view)
-    np.testing.assert_array_equal(got, want)
-    assert plans
-
-
-def test_depthwise_rows_one_dimensional(monkeypatch: pytest.MonkeyPatch) -> None:
-    plans = _dw_kernel_used(monkeypatch)
-    rng = np.random.default_rng(31)
-    x = _rand(rng, (2, 8, 201), np.uint8)
-    w = _rand(rng, (8, 1, 7), np.uint8)
-    zw = rng.integers(0, 256, 8).astype(np.int32)
-    got, want = _run(x, w, 255, zw, (1,), (1,), (6,), (2,), 8)
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    assert plans
-
-
-@pytest.mark.parametrize("zx", [300, -129])
-def test_depthwise_rows_out_of_range_zero_point(zx: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A z_x the 8-bit input cannot hold leaves the depthwise rows kernel (exact elsewhere)."""
-    plans = _dw_kernel_used(monkeypatch)
-    rng = np.random.default_rng(29)
-    x = _rand(rng, (2, 6, 9, 10), np.uint8)
-    w = _rand(rng, (6, 1, 3, 3), np.int8)
-    got, want = _run(x, w, zx, np.zeros(6, np.int32), (1, 1), (1, 1), (1, 1), (1, 1), 6)
-    np.testing.assert_array_equal(got, want)
-    assert not plans
