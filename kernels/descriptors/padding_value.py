@@ -8,6 +8,7 @@ Values the type cannot hold are refused rather than clamped.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -37,13 +38,21 @@ def padding_value_errors(op: PaddingOperator, data_type: DataType, errors: Error
 def fill_value(op: PaddingOperator, data_type: DataType) -> np.generic:
     """The padding value as an exact scalar of the tensor's type; ValueError if it cannot be."""
     value = op.padding_value
+    return _converted(type(value).__name__, value, op.padding_value_data_type, data_type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _converted(
+    kind: str, value: int | float, typed: DataType | None, data_type: DataType
+) -> np.generic:
+    # Validation and execution both ask for the value; `kind` keeps 1, 1.0 and True apart.
     if isinstance(value, bool):
         raise ValueError("PaddingValue must be a number")
     try:
         float(value)
     except OverflowError:
         raise ValueError(f"PaddingValue {value} is out of range for {data_type.value}") from None
-    if op.padding_value_data_type is not None:
+    if typed is not None:
         return _exact(value, data_type)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
