@@ -19,6 +19,7 @@ COPY pyproject.toml README.md ./
 COPY kernels kernels
 COPY service service
 COPY clients clients
+COPY src src
 RUN python -m pip wheel --no-cache-dir --no-deps --no-build-isolation -w /wheels .
 
 # ---------------------------------------------------------------------------

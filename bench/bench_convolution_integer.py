@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from kernels.cupy_backend.convolution_integer import convolution_integer  # noqa: E402
+from dmlserve.kernels.cupy_backend.convolution_integer import convolution_integer  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
     row["ours_ms"] = time_ms(ours, inner, reps, 5)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
-        mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
+        mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
         mod._TILED_PIPELINE = False
         try:
@@ -154,7 +154,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     row["cudnn_fp16_ms"] = time_ms(cudnn, inner, reps, 5)
 
     if sweep:  # every tensor-core tile on this layer, to check the tile picker
-        mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
+        mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
         picker = mod._pick_tile
         row["tiles"] = {}

@@ -24,14 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from kernels import cupy_backend as cb  # noqa: E402
+from dmlserve.kernels import cupy_backend as cb  # noqa: E402
 
 ROTATE_BYTES = 256 * 2**20  # > 4x the 50-60 MB L2 of an H100/H200
 MAX_BUFFERS = 16

@@ -9,6 +9,7 @@ set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/dmlserve-cupy-cache}
 failed=0
 summary="$out/summary.txt"

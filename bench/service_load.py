@@ -92,7 +92,7 @@ def free_port() -> int:
 def server(cmd: list[str], port: int, ready_path: str, timeout_s: float) -> Iterator[int]:
     """Run a server subprocess until the block ends; yields its pid once it answers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DMLSERVE_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
     log = open(os.devnull, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -125,7 +125,7 @@ def dmlserve_cmd(port: int, backend: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "service.cli",
+        "dmlserve.service.cli",
         "serve",
         "--host",
         HOST,

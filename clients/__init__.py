@@ -1,6 +1,6 @@
 """Typed Python SDK for dmlserve: `Client` and `AsyncClient`, NumPy in and out.
 
-    from clients import Client
+    from dmlserve.clients import Client
 
     with Client("http://127.0.0.1:8000") as client:
         y = client.padding(x, start_padding=[0, 0, 1, 1], end_padding=[0, 0, 1, 1])

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from kernels import PaddingMode
+from dmlserve.kernels import PaddingMode
 
 from . import _helpers
 from ._base import BaseClient, OperatorLike, RequestSpec

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
-from kernels import OperatorBase
+from dmlserve.kernels import OperatorBase
 
 from ._constants import (
     BINARY_HEADER_LENGTH,

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from kernels._array import is_cupy_array
-from kernels.dtypes import DataType, from_numpy, parse_data_type
+from dmlserve.kernels._array import is_cupy_array
+from dmlserve.kernels.dtypes import DataType, from_numpy, parse_data_type
 
 from ._constants import BINARY_CONTENT_TYPE, BINARY_HEADER_LENGTH, JSON_CONTENT_TYPE
 

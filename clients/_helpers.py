@@ -13,7 +13,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from kernels import (
+from dmlserve.kernels import (
     AveragePoolingOperator,
     ConvolutionIntegerOperator,
     FoldOperator,
@@ -22,8 +22,8 @@ from kernels import (
     TensorDesc,
     UnfoldOperator,
 )
-from kernels._array import is_cupy_array
-from kernels.dtypes import from_numpy
+from dmlserve.kernels._array import is_cupy_array
+from dmlserve.kernels.dtypes import from_numpy
 
 from ._framing import NDArray, to_host_array
 

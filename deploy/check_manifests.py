@@ -20,9 +20,9 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "src"))
 
-from service.settings import Settings  # noqa: E402
+from dmlserve.service.settings import Settings  # noqa: E402
 
 failures: list[str] = []
 

@@ -23,8 +23,8 @@ compile() {  # compile <output> [extra...]
     --constraint "$constraints" --generate-hashes --no-header --no-annotate \
     --index-url https://pypi.org/simple -o "$out"
 }
-compile deploy/requirements-lock.txt
-compile deploy/requirements-gpu-lock.txt --extra gpu
+compile deploy/requirements-lock.txt --extra server
+compile deploy/requirements-gpu-lock.txt --extra server --extra gpu
 
 # Build tooling for the wheel stage and the images' own pip (versions chosen in the .in file).
 "$uv" pip compile deploy/requirements-build.in --python-version 3.12 \

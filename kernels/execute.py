@@ -28,7 +28,7 @@ from .descriptors import (
 from .errors import BackendUnavailableError, DescriptorError, LimitExceededError
 
 BackendName = Literal["auto", "numpy", "cupy"]
-_MODULES = {"numpy": "kernels.reference", "cupy": "kernels.cupy_backend"}
+_MODULES = {"numpy": "dmlserve.kernels.reference", "cupy": "dmlserve.kernels.cupy_backend"}
 log = logging.getLogger(__name__)
 
 

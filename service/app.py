@@ -12,14 +12,14 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 from starlette.staticfiles import StaticFiles
 
-from kernels import BackendUnavailableError, Operator
-from service import __version__
-from service.compression import Compression
-from service.errors import install_error_handlers
-from service.observability import RequestContextMiddleware
-from service.routes import system, v1, v2
-from service.runtime import ServiceState
-from service.schemas import (
+from dmlserve import __version__
+from dmlserve.kernels import BackendUnavailableError, Operator
+from dmlserve.service.compression import Compression
+from dmlserve.service.errors import install_error_handlers
+from dmlserve.service.observability import RequestContextMiddleware
+from dmlserve.service.routes import system, v1, v2
+from dmlserve.service.runtime import ServiceState
+from dmlserve.service.schemas import (
     ExecuteRequest,
     InferRequest,
     OperatorExecuteRequest,
@@ -27,7 +27,7 @@ from service.schemas import (
     RegisterRequest,
     V2Error,
 )
-from service.settings import Settings, get_settings
+from dmlserve.service.settings import Settings, get_settings
 
 logger = logging.getLogger("dmlserve")
 

@@ -11,8 +11,16 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-import kernels
-from service.settings import Settings
+from dmlserve import kernels
+
+try:
+    from dmlserve.service.settings import Settings
+except ImportError as exc:  # the plain install is the SDK; serving needs the extra
+    sys.stderr.write(
+        f"dmlserve: the server needs the 'server' extra ({exc.name} is not installed): "
+        "pip install 'dmlserve[server]'\n"
+    )
+    sys.exit(2)
 
 logger = logging.getLogger("dmlserve")
 
@@ -52,8 +60,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def serve(settings: Settings) -> None:
     import uvicorn
 
-    from service.app import create_app
-    from service.observability import configure_logging
+    from dmlserve.service.app import create_app
+    from dmlserve.service.observability import configure_logging
 
     configure_logging(settings.log_level)
     if settings.cupy_cache_dir:

@@ -16,8 +16,8 @@ from typing import Any, Literal, NoReturn, cast
 
 import numpy as np
 
-from kernels.dtypes import DataType, parse_data_type
-from service.errors import BadRequestError, PayloadTooLargeError, UnprocessableError
+from dmlserve.kernels.dtypes import DataType, parse_data_type
+from dmlserve.service.errors import BadRequestError, PayloadTooLargeError, UnprocessableError
 
 Encoding = Literal["json", "b64", "binary"]
 Loc = tuple[str | int, ...]

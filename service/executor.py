@@ -22,12 +22,12 @@ import anyio.from_thread
 import anyio.to_thread
 import numpy as np
 
-import kernels
-from kernels import OperatorBase
-from kernels.execute import backend_module
-from kernels.execute import run as run_resolved
-from service.encoding import HostTensor, as_tensor_view
-from service.errors import GatewayTimeoutError, QueueFullError, UnavailableError
+from dmlserve import kernels
+from dmlserve.kernels import OperatorBase
+from dmlserve.kernels.execute import backend_module
+from dmlserve.kernels.execute import run as run_resolved
+from dmlserve.service.encoding import HostTensor, as_tensor_view
+from dmlserve.service.errors import GatewayTimeoutError, QueueFullError, UnavailableError
 
 T = TypeVar("T")
 _CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (e.g. pinned host memory)
@@ -330,7 +330,7 @@ def _to_host(out: Any, stream: Any) -> np.ndarray:
 
 
 def _warmup_cases() -> list[tuple[OperatorBase, dict[str, HostTensor]]]:
-    from kernels.dtypes import DataType
+    from dmlserve.kernels.dtypes import DataType
 
     def tensor(dt: DataType, sizes: tuple[int, ...]) -> HostTensor:
         return HostTensor(dt, sizes, None, np.zeros(math.prod(sizes), dt.numpy))

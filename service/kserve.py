@@ -13,15 +13,15 @@ import numpy as np
 import orjson
 from starlette.responses import Response
 
-from kernels import OperatorBase
-from kernels.dtypes import DataType, from_kserve, from_numpy
-from service.encoding import HostTensor, check_layout, packed_bytes, tensor_from_bytes
-from service.encoding import tensor_from_json_data as from_json
-from service.errors import UnprocessableError
-from service.limits import Body
-from service.registry import RegisteredOperator
-from service.schemas import InferRequest
-from service.wire import JSON_OPTIONS, BinarySlicer, FramedResponse, json_response
+from dmlserve.kernels import OperatorBase
+from dmlserve.kernels.dtypes import DataType, from_kserve, from_numpy
+from dmlserve.service.encoding import HostTensor, check_layout, packed_bytes, tensor_from_bytes
+from dmlserve.service.encoding import tensor_from_json_data as from_json
+from dmlserve.service.errors import UnprocessableError
+from dmlserve.service.limits import Body
+from dmlserve.service.registry import RegisteredOperator
+from dmlserve.service.schemas import InferRequest
+from dmlserve.service.wire import JSON_OPTIONS, BinarySlicer, FramedResponse, json_response
 
 PLATFORM = "dmlserve"
 VERSION = "1"

@@ -15,7 +15,7 @@ from typing import Literal
 import anyio.to_thread
 from starlette.requests import Request
 
-from service.errors import BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
+from dmlserve.service.errors import BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
 
 HEADER_LENGTH = "inference-header-content-length"
 # Bodies and outputs up to this size are parsed, decoded and encoded on the event loop (well

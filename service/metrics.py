@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from service.executor import Timings
+from dmlserve.service.executor import Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _VERSION = "1"  # every model has the one version

@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import UnauthorizedError
+from dmlserve.service.errors import UnauthorizedError
 
 E = TypeVar("E", bound=Callable[..., Any])
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")

@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-import kernels
-from kernels import OperatorBase
-from service.errors import NotFoundError, UnprocessableError
+from dmlserve import kernels
+from dmlserve.kernels import OperatorBase
+from dmlserve.service.errors import NotFoundError, UnprocessableError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 _NAME_RE = re.compile(NAME_PATTERN)

@@ -20,8 +20,8 @@ import numpy as np
 import orjson
 from fastapi import Depends, Request
 
-import kernels
-from kernels import (
+from dmlserve import kernels
+from dmlserve.kernels import (
     AveragePoolingOperator,
     DescriptorError,
     FoldOperator,
@@ -29,18 +29,18 @@ from kernels import (
     OperatorBase,
     UnfoldOperator,
 )
-from service.encoding import HostTensor
-from service.errors import (
+from dmlserve.service.encoding import HostTensor
+from dmlserve.service.errors import (
     PayloadTooLargeError,
     ServiceError,
     UnavailableError,
     UnprocessableError,
 )
-from service.executor import Backend, ComputeLimiter, Timings, t_desc
-from service.limits import INLINE_BYTES
-from service.metrics import Metrics
-from service.registry import OperatorRegistry
-from service.settings import Settings
+from dmlserve.service.executor import Backend, ComputeLimiter, Timings, t_desc
+from dmlserve.service.limits import INLINE_BYTES
+from dmlserve.service.metrics import Metrics
+from dmlserve.service.registry import OperatorRegistry
+from dmlserve.service.settings import Settings
 
 logger = logging.getLogger("dmlserve")
 

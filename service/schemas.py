@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernels.dtypes import DataType
+from dmlserve.kernels.dtypes import DataType
 
 OutputEncoding = Literal["json", "b64", "binary"]
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kernels.dtypes import from_numpy
-from service.encoding import (
+from dmlserve.kernels.dtypes import from_numpy
+from dmlserve.service.encoding import (
     Encoding,
     HostTensor,
     b64_text,
@@ -24,9 +24,14 @@ from service.encoding import (
     tensor_from_bytes,
     tensor_from_json_data,
 )
-from service.errors import BadRequestError, UnprocessableError, summarize, validation_errors
-from service.limits import INLINE_BYTES, Body
-from service.schemas import WireTensor
+from dmlserve.service.errors import (
+    BadRequestError,
+    UnprocessableError,
+    summarize,
+    validation_errors,
+)
+from dmlserve.service.limits import INLINE_BYTES, Body
+from dmlserve.service.schemas import WireTensor
 
 M = TypeVar("M", bound=BaseModel)
 JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY

@@ -1,10 +1,24 @@
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 
 import pytest
 
-from kernels._array import cuda_available
+from dmlserve.kernels._array import cuda_available
+
+
+class _BareImportGuard(importlib.abc.MetaPathFinder):
+    """Refuses `import kernels` (and service, clients): pytest puts the repository root on
+    sys.path, where the folders would import as second copies beside `dmlserve.*`."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] in ("kernels", "service", "clients"):
+            raise ImportError(f"import dmlserve.{name}, not {name}")
+
+
+sys.meta_path.insert(0, _BareImportGuard())
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.dtypes import DataType
+from dmlserve.kernels.dtypes import DataType
 
 IMAGE_5X5 = np.arange(25).reshape(1, 1, 5, 5)
 

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import HTMLResponse, Response
 
-from service.metrics import CONTENT_TYPE
-from service.runtime import StateDep
+from dmlserve.service.metrics import CONTENT_TYPE
+from dmlserve.service.runtime import StateDep
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 SWAGGER_PREFIX = "/docs/static"

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from kernels import DescriptorError
-from service.encoding import Encoding, HostTensor
-from service.limits import Body, read_body
-from service.observability import KeyedRoute, direct
-from service.registry import check_name, resolve_for_registration
-from service.runtime import (
+from dmlserve.kernels import DescriptorError
+from dmlserve.service.encoding import Encoding, HostTensor
+from dmlserve.service.limits import Body, read_body
+from dmlserve.service.observability import KeyedRoute, direct
+from dmlserve.service.registry import check_name, resolve_for_registration
+from dmlserve.service.runtime import (
     Observation,
     ServiceState,
     StateDep,
@@ -24,7 +24,7 @@ from service.runtime import (
     state_of,
     warm_registered,
 )
-from service.schemas import (
+from dmlserve.service.schemas import (
     ExecuteRequest,
     ExecuteResponse,
     OperatorExecuteRequest,
@@ -32,7 +32,7 @@ from service.schemas import (
     RegisteredResponse,
     RegisterRequest,
 )
-from service.wire import (
+from dmlserve.service.wire import (
     decode_v1_inputs,
     encode_v1_outputs,
     json_response,

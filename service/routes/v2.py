@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from service import __version__
-from service.encoding import HostTensor
-from service.errors import NotFoundError, UnavailableError
-from service.kserve import (
+from dmlserve import __version__
+from dmlserve.service.encoding import HostTensor
+from dmlserve.service.errors import NotFoundError, UnavailableError
+from dmlserve.service.kserve import (
     EXTENSIONS,
     VERSION,
     decode_infer_inputs,
@@ -19,12 +19,12 @@ from service.kserve import (
     model_metadata,
     wants_binary,
 )
-from service.limits import read_body
-from service.observability import KeyedRoute, direct
-from service.registry import RegisteredOperator
-from service.runtime import Observation, StateDep, bind, compute, offload, state_of
-from service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
-from service.wire import json_response, load_json, validate
+from dmlserve.service.limits import read_body
+from dmlserve.service.observability import KeyedRoute, direct
+from dmlserve.service.registry import RegisteredOperator
+from dmlserve.service.runtime import Observation, StateDep, bind, compute, offload, state_of
+from dmlserve.service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
+from dmlserve.service.wire import json_response, load_json, validate
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {

@@ -24,9 +24,9 @@ import httpx
 import pytest
 import uvicorn
 
-from clients import AsyncClient, Client
-from service.app import create_app
-from service.settings import Settings
+from dmlserve.clients import AsyncClient, Client
+from dmlserve.service.app import create_app
+from dmlserve.service.settings import Settings
 from tests.backend import TEST_BACKEND
 
 with warnings.catch_warnings():
@@ -96,12 +96,12 @@ def serve_in_thread(app: ASGIApp) -> Iterator[str]:
 def server_url() -> Iterator[str]:
     """`dmlserve serve` on the NumPy backend, as a subprocess on a free port."""
     port = free_port()
-    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": pythonpath, "DMLSERVE_WARMUP": "false"}
     cmd = [
         sys.executable,
         "-c",
-        "import sys; from service.cli import main; sys.exit(main())",
+        "import sys; from dmlserve.service.cli import main; sys.exit(main())",
         "serve",
         "--host",
         "127.0.0.1",

@@ -6,8 +6,8 @@ import asyncio
 
 import numpy as np
 
-import kernels
-from clients import AsyncClient
+from dmlserve import kernels
+from dmlserve.clients import AsyncClient
 from tests.clients.test_operators import assert_same
 
 

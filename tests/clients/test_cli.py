@@ -14,7 +14,12 @@ from .conftest import ROOT, free_port
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from clients.cli import main; sys.exit(main())", *args],
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dmlserve.clients.cli import main; sys.exit(main())",
+            *args,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

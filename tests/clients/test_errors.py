@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-import clients
-from clients import Client
-from clients._base import RequestSpec
+from dmlserve import clients
+from dmlserve.clients import Client
+from dmlserve.clients._base import RequestSpec
 
 from .conftest import inprocess_async_client, inprocess_client, make_app
 

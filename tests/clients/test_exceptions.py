@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-import clients
-from clients._exceptions import make_status_error
+from dmlserve import clients
+from dmlserve.clients._exceptions import make_status_error
 
 REQUEST = httpx.Request("POST", "http://dmlserve.test/v1/execute", headers={"X-Request-ID": "sent"})
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from clients._framing import (
+from dmlserve.clients._framing import (
     decode_outputs,
     decode_tensor,
     encode_body,
@@ -15,7 +15,7 @@ from clients._framing import (
     split_body,
     to_host_array,
 )
-from kernels.dtypes import DataType
+from dmlserve.kernels.dtypes import DataType
 
 ALL_DTYPES = [dt.numpy for dt in DataType]
 

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import kernels
-from clients import Client
-from kernels import PaddingOperator, TensorDesc
+from dmlserve import kernels
+from dmlserve.clients import Client
+from dmlserve.kernels import PaddingOperator, TensorDesc
 from tests.backend import TEST_BACKEND
 from tests.seed_examples import SEED_EXAMPLES, SeedExample
 

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from clients import AsyncClient, AsyncRegisteredOperator, Client, RegisteredOperator
+from dmlserve.clients import AsyncClient, AsyncRegisteredOperator, Client, RegisteredOperator
 
 SYNC_ONLY = {"__enter__", "__exit__"}
 ASYNC_ONLY = {"__aenter__", "__aexit__"}

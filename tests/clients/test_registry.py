@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import clients
-from clients import AsyncClient, Client
+from dmlserve import clients
+from dmlserve.clients import AsyncClient, Client
 
 POOL = {
     "type": "AVERAGE_POOLING",

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from clients import Client
-from clients._base import RequestSpec, operator_json
-from kernels import FoldOperator, TensorDesc
+from dmlserve.clients import Client
+from dmlserve.clients._base import RequestSpec, operator_json
+from dmlserve.kernels import FoldOperator, TensorDesc
 
 
 def test_base_url_path_prefix_is_kept() -> None:

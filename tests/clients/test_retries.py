@@ -16,8 +16,8 @@ import httpx
 import numpy as np
 import pytest
 
-import clients
-from clients import AsyncClient, Client
+from dmlserve import clients
+from dmlserve.clients import AsyncClient, Client
 
 from .conftest import free_port, make_app, serve_in_thread
 

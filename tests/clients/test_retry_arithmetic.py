@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from clients import Client, backoff_delay, parse_retry_after
-from clients._constants import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
+from dmlserve.clients import Client, backoff_delay, parse_retry_after
+from dmlserve.clients._constants import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 
 
 def test_backoff_doubles_and_caps() -> None:

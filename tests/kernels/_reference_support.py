@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from hypothesis import strategies as st
 
-from kernels.dtypes import DataType
+from dmlserve.kernels.dtypes import DataType
 
 Array = npt.NDArray[Any]
 

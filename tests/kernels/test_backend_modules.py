@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from kernels.execute import backend_module
+from dmlserve.kernels.execute import backend_module
 
 OPERATORS = ["padding", "unfold", "fold", "average_pooling", "convolution_integer"]
 

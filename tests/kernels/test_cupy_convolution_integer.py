@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernels import reference
+from dmlserve.kernels import reference
 
 pytestmark = pytest.mark.gpu
 
@@ -41,7 +41,7 @@ def _run(
 ) -> tuple[np.ndarray, np.ndarray]:
     import cupy
 
-    from kernels.cupy_backend.convolution_integer import convolution_integer
+    from dmlserve.kernels.cupy_backend.convolution_integer import convolution_integer
 
     x_dev, w_dev = cupy.asarray(x), cupy.asarray(w)
     if view is not None:
@@ -63,7 +63,7 @@ def _run(
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """'direct' sends every shape down the shared-memory CUDA-core kernel (where its tile fits),
     'naive' down the one-thread-per-output kernel; 'auto' lets the tensor cores in."""
-    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
+    mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
     if request.param in ("direct", "naive"):
         monkeypatch.setattr(mod, "_MIN_TC_CHANNELS", 1 << 30)
@@ -74,7 +74,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 
 def _tiled_kernel_used(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     """Records the plans the shared-memory CUDA-core kernel ran with (proves the path ran)."""
-    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
+    mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
     plans: list[tuple[int, ...]] = []
     real = mod._tiled
@@ -201,7 +201,7 @@ def test_strided_inputs(view: Callable[[Any], Any], path: str) -> None:
 def test_every_tile(
     n: int, c: int, hw: int, m: int, tile: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
+    mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
     monkeypatch.setattr(mod, "_pick_tile", lambda *_: tile)
     rng = np.random.default_rng(n + c + tile[0])
@@ -239,7 +239,7 @@ def test_int32_wraps(c: int, k: tuple[int, int], path: str) -> None:
 def test_empty_batch() -> None:
     import cupy
 
-    from kernels.cupy_backend.convolution_integer import convolution_integer
+    from dmlserve.kernels.cupy_backend.convolution_integer import convolution_integer
 
     x = cupy.zeros((0, 16, 5, 5), cupy.uint8)
     w = cupy.ones((8, 16, 3, 3), cupy.int8)
@@ -254,7 +254,7 @@ def test_empty_batch() -> None:
 def tiled_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """'images2': two images per CTA (a ragged last CTA with odd batches); 'no_prefetch': the
     chunked loop instead of the one-chunk prefetching one; 'v8': 8 outputs per thread."""
-    mod = importlib.import_module("kernels.cupy_backend.convolution_integer")
+    mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
     if request.param == "v8":
         monkeypatch.setattr(mod, "_TILED_V", 8)

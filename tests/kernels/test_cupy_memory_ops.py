@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernels import reference
-from kernels.dtypes import DataType
+from dmlserve.kernels import reference
+from dmlserve.kernels.dtypes import DataType
 from tests.seed_examples import SEED_EXAMPLES
 
 pytestmark = pytest.mark.gpu
@@ -32,7 +32,7 @@ MODES = ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"]
 
 
 def _backend() -> Any:
-    from kernels import cupy_backend
+    from dmlserve.kernels import cupy_backend
 
     return cupy_backend
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import kernels
+from dmlserve import kernels
 from tests.seed_examples import SeedExample, typed_examples
 
 pytestmark = pytest.mark.gpu

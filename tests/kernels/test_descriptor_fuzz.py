@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import DescriptorError, TensorDesc, resolve
-from kernels.dtypes import DataType
+from dmlserve.kernels import DescriptorError, TensorDesc, resolve
+from dmlserve.kernels.dtypes import DataType
 
 FIELDS = [
     "DimensionCount", "WindowSizes", "WindowSize", "Strides", "Dilations", "StartPadding",

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import kernels
-from kernels import DataType, DescriptorError, TensorDesc, parse_operator, resolve
+from dmlserve import kernels
+from dmlserve.kernels import DataType, DescriptorError, TensorDesc, parse_operator, resolve
 from tests.seed_examples import SEED_EXAMPLES
 
 
@@ -310,7 +310,7 @@ def test_window_wholly_in_padding_is_refused_without_include_padding(
 
 
 def test_window_in_padding_rule_matches_brute_force() -> None:
-    from kernels.descriptors.rules import first_window_in_padding, sliding_count
+    from dmlserve.kernels.descriptors.rules import first_window_in_padding, sliding_count
 
     for size in range(1, 6):
         for window in range(1, 4):
@@ -517,7 +517,7 @@ def test_import_kernels_does_not_import_cupy_or_http() -> None:
     import sys
 
     code = (
-        "import kernels, sys; "
+        "import dmlserve.kernels, sys; "
         "bad = {'cupy', 'fastapi', 'starlette', 'httpx'} & set(sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import reference
+from dmlserve.kernels import reference
 
 from ._reference_support import ALL_TYPES, Array, Geometry, geometries, random_array, wrap
 

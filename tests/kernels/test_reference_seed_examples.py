@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import kernels
-from kernels import reference
-from kernels.execute import run
+from dmlserve import kernels
+from dmlserve.kernels import reference
+from dmlserve.kernels.execute import run
 from tests.seed_examples import SeedExample, typed_examples
 
 

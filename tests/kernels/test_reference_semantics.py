@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import reference
+from dmlserve.kernels import reference
 
 from ._reference_support import (
     ALL_TYPES,

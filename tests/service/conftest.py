@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service import Settings, create_app
+from dmlserve.service import Settings, create_app
 from tests.backend import TEST_BACKEND
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,9 +55,10 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(prefix="dmlserve-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--backend", TEST_BACKEND,
+        cmd = [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", TEST_BACKEND,
                "--host", "127.0.0.1", "--port", str(self.port), *flags]  # fmt: skip
-        pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        src = str(REPO / "src")
+        pythonpath = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
         full_env = {**os.environ, "PYTHONPATH": pythonpath, **(env or {})}
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from kernels.dtypes import DataType, from_numpy
+from dmlserve.kernels.dtypes import DataType, from_numpy
 
 
 def wire_tensor(arr: np.ndarray, encoding: str) -> tuple[dict[str, Any], bytes]:

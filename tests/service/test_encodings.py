@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
-from kernels.dtypes import DataType
+from dmlserve.kernels.dtypes import DataType
 from tests.service.helpers import PADDING_OP, execute_request, read_outputs
 
 EDGE = {**PADDING_OP, "PaddingMode": "EDGE"}

@@ -8,8 +8,8 @@ import time
 import anyio
 import pytest
 
-from service.errors import GatewayTimeoutError, QueueFullError
-from service.executor import ComputeLimiter, Timings
+from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
+from dmlserve.service.executor import ComputeLimiter, Timings
 
 
 async def _wait_idle(limiter: ComputeLimiter, seconds: float = 5.0) -> None:

@@ -146,7 +146,7 @@ def test_environment_and_flags_configure_the_server() -> None:
 
 def test_requested_backend_that_cannot_start_stops_startup() -> None:
     # On a host without a GPU, --backend cupy must fail loudly, not fall back.
-    from kernels._array import cuda_available
+    from dmlserve.kernels._array import cuda_available
 
     if cuda_available():
         # Where a GPU answers, the same request must start a CuPy server instead.
@@ -155,7 +155,7 @@ def test_requested_backend_that_cannot_start_stops_startup() -> None:
         assert '"backend": "cupy"' in srv.logs()
         return
     proc = subprocess.run(
-        [sys.executable, "-m", "service.cli", "serve", "--backend", "cupy", "--port", "0"],
+        [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", "cupy", "--port", "0"],
         cwd=REPO,
         capture_output=True,
         text=True,

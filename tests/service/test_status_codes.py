@@ -8,7 +8,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service import Settings, create_app
+from dmlserve.service import Settings, create_app
 from tests.service.conftest import app_client
 from tests.service.helpers import PADDING_OP, execute_request, slow_pooling
 
