@@ -21,6 +21,14 @@ from ._client import Client
 from ._exceptions import APIConnectionError, APIStatusError, DmlserveError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+OPERATOR_FILE_HELP = """\
+The operator file holds one DirectML operator descriptor as JSON: "type" plus DirectML's
+field names (the DirectML reference pages are the field reference), for example
+  {"type": "PADDING", "PaddingMode": "REFLECTION",
+   "StartPadding": [0, 0, 1, 1], "EndPadding": [0, 0, 1, 1]}
+Input tensor descriptors may be left out: each --input array's dtype and shape stand for
+them. A whole /v1/execute request body ({"operator": {...}, ...}) is accepted too.
+Arrays are [N, C, spatial...] (PADDING: any rank)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,9 +49,18 @@ def _parser() -> argparse.ArgumentParser:
         prog="dmlserve-client", description="Run DirectML operators on a dmlserve service."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", parents=[common], help="execute one operator")
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="execute one operator on .npy files",
+        description="Execute one DirectML operator on the service and save its output.",
+        epilog=OPERATOR_FILE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument(
-        "--operator", required=True, help="operator JSON file ('-' reads standard input)"
+        "--operator",
+        required=True,
+        help="operator descriptor JSON file, see below ('-' reads standard input)",
     )
     run.add_argument(
         "--input",
@@ -57,8 +74,19 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="where to write OutputTensor (.npy); other outputs go beside it as NAME.npy",
     )
-    run.add_argument("--encoding", choices=("binary", "json"), default="binary")
-    commands.add_parser("health", parents=[common], help="liveness and readiness")
+    run.add_argument(
+        "--encoding",
+        choices=("binary", "json"),
+        default="binary",
+        help="how tensors travel: binary (KServe v2 binary framing, fastest) or json "
+        "(base64 inside JSON); default %(default)s",
+    )
+    commands.add_parser(
+        "health",
+        parents=[common],
+        help="liveness and readiness",
+        description='Print {"live": ..., "ready": ...}; exit 0 only when both are true.',
+    )
     return parser
 
 

@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from dmlserve import kernels
+from dmlserve import __version__
 
 try:
     from dmlserve.service.settings import Settings
@@ -30,20 +30,29 @@ def _flag(name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dmlserve", description="dmlserve inference service")
+    parser = argparse.ArgumentParser(
+        prog="dmlserve",
+        description="DirectML operators as an inference service (KServe v2 / Triton compatible).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
         help="run the HTTP service",
-        description="Run the HTTP service. Flags override DMLSERVE_* environment variables.",
+        description="Run the HTTP service. Each flag overrides its DMLSERVE_* environment "
+        "variable (--max-queue for DMLSERVE_MAX_QUEUE, ...); the defaults shown are the "
+        "built-in ones.",
     )
     for name, field in Settings.model_fields.items():
         choices = get_args(field.annotation) if name in ("backend", "log_level") else None
-        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": field.description}
+        default = field.default
+        shown = ",".join(default) if isinstance(default, tuple) else default
+        help_text = f"{field.description} (env DMLSERVE_{name.upper()}; default: {shown!s})"
+        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": help_text}
         if field.annotation is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["metavar"] = name.upper()
+            kwargs["metavar"] = "{" + ",".join(choices) + "}" if choices else name.upper()
             if choices:
                 kwargs["choices"] = choices
                 kwargs["type"] = str.lower
@@ -60,6 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def serve(settings: Settings) -> None:
     import uvicorn
 
+    from dmlserve import kernels
     from dmlserve.service.app import create_app
     from dmlserve.service.observability import configure_logging
 

@@ -32,9 +32,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Where no CUDA device answers, the GPU tests are deselected and counted in one line of the
+    # summary rather than listed as hundreds of skips; real skips stay visible.
     if cuda_available():
         return
-    skip = pytest.mark.skip(reason="no CUDA device answers on this host")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if gpu:
+        items[:] = [item for item in items if "gpu" not in item.keywords]
+        config.hook.pytest_deselected(items=gpu)
+        config.stash[_GPU_DESELECTED] = len(gpu)
+
+
+_GPU_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    count = terminalreporter.config.stash.get(_GPU_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(
+            f"{count} GPU tests deselected: no CUDA device answers on this host "
+            "(they run with `-m gpu` where one does)"
+        )

@@ -100,7 +100,12 @@ def seed_examples(pages: Path) -> list[SeedExample]:
 def test_example_table_matches_the_pages() -> None:
     pages = seed_dir()
     if pages is None:
-        pytest.skip(f"the DirectML seed pages are not beside this checkout ({SEED_DIRS})")
+        pytest.skip(
+            "the DirectML reference pages (DML_*_OPERATOR_DESC.md from Microsoft's DirectML "
+            "documentation) are not in shared/seeds/ beside or inside this checkout; this test "
+            "only re-reads the examples from the pages' text, which every other test runs from "
+            "tests/seed_examples.py"
+        )
     parsed = {e.id.lower(): e for e in seed_examples(pages)}
     table_by_id = {"-".join(t.name.split("-")[:2]): t for t in SEED_EXAMPLES}
     assert parsed.keys() == table_by_id.keys()
