@@ -1,13 +1,13 @@
 # syntax=docker/dockerfile:1
 #
 # dmlserve images. Two targets:
-#   docker build --target gpu -t dmlserve:gpu .   # CUDA 13 runtime + CuPy (needs the NVIDIA runtime)
+#   docker build --target gpu -t dmlserve:gpu .   # CuPy + CUDA 13 wheels (needs the NVIDIA runtime)
 #   docker build --target cpu -t dmlserve:cpu .   # slim Python + NumPy
 # Every Python package comes from a hashed lock in deploy/ (regenerate with
 # deploy/update-locks.sh); base images are pinned by tag.
 
 ARG PYTHON_IMAGE=python:3.12.12-slim-bookworm
-ARG CUDA_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
+ARG GPU_BASE_IMAGE=ubuntu:24.04
 
 # ---------------------------------------------------------------------------
 # wheel: build the dmlserve wheel once, for both targets (pure Python + .cu sources).
@@ -35,17 +35,15 @@ COPY --from=wheel /wheels /wheels
 RUN /opt/venv/bin/python -m pip install --no-cache-dir --no-deps /wheels/*.whl
 
 # ---------------------------------------------------------------------------
-# gpu-python: Ubuntu's Python 3.12 on the CUDA runtime base, plus the CUDA runtime headers
-# that NVRTC needs to compile the kernels at run time (they include <cuda_fp16.h>; the runtime
-# image ships libraries only). The headers are pinned to the exact cudart version of the base
-# image (NV_CUDA_CUDART_VERSION, set by NVIDIA's base image). Python is pinned to the upstream
-# release; the Ubuntu revision is left open so security updates still apply and the build
-# does not break when the archive drops an old revision.
-FROM ${CUDA_IMAGE} AS gpu-python
+# gpu-python: Ubuntu's Python 3.12, no CUDA toolkit. CUDA comes as the `gpu` extra's wheels in
+# the lock: NVRTC and the runtime headers it compiles the kernels with (<cuda_fp16.h>), which
+# CuPy finds in site-packages; the NVIDIA Container Toolkit mounts the host driver (libcuda).
+# Python is pinned to the upstream release; the Ubuntu revision is left open so security
+# updates still apply and the build does not break when the archive drops an old revision.
+FROM ${GPU_BASE_IMAGE} AS gpu-python
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         python3.12=3.12.3-1ubuntu0.* \
-        cuda-cudart-dev-13-0="${NV_CUDA_CUDART_VERSION}" \
     && rm -rf /var/lib/apt/lists/*
 
 # gpu-venv: the CuPy backend's virtual environment (venv support is needed only to build it).
@@ -75,9 +73,14 @@ RUN groupadd --system --gid 10001 dmlserve \
     && mkdir -p /var/cache/dmlserve/cupy \
     && chown -R 10001:10001 /var/cache/dmlserve
 COPY --from=gpu-venv /opt/venv /opt/venv
+# The NVIDIA Container Toolkit reads these (as on NVIDIA's CUDA images): expose the GPUs'
+# compute and nvidia-smi, and refuse to start on a driver older than CUDA 13 (R580).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     DMLSERVE_BACKEND=cupy \
     DMLSERVE_HOST=0.0.0.0 \
     DMLSERVE_PORT=8000 \
