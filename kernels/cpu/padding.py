@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from ..reference.padding import source_index
 from ._slices import host_memory
-from .budget import DEFAULT_BUDGET, SLICE_BYTES, ExecutionBudget, leading_chunks
+from .budget import DEFAULT_BUDGET, ExecutionBudget, leading_chunks
 
 __all__ = ["padding"]
 
@@ -45,26 +45,44 @@ def padding(
     shape = tuple(a + n + e for n, a, e in zip(x.shape, start_padding, end_padding, strict=True))
     out = np.empty(shape, dtype=x.dtype)
     interior = tuple(slice(a, a + n) for n, a in zip(x.shape, start_padding, strict=True))
-    _copy(out[interior], x, budget)
-    for d, (n, a, e) in enumerate(zip(x.shape, start_padding, end_padding, strict=True)):
-        if a == 0 and e == 0:
-            continue
-        # Axes before d are complete (whole), axes after d are filled on their interior only.
-        region = out[(*(slice(None),) * d, slice(None), *interior[d + 1 :])]
-        if mode == "CONSTANT":
-            for border in (slice(0, a), slice(a + n, a + n + e)):
-                _fill(region[(*(slice(None),) * d, border)], value, budget)
-            continue
-        lead = (slice(None),) * d
-        row = region[(*lead, slice(0, 1))].nbytes  # one position along axis d
-        # Index arrays of one slice of border positions: memory bounded however long the pad.
-        step = max(1, budget.slice_bytes() // (row + 64))
-        for first, stop in ((-a, 0), (n, n + e)):
-            for lo in range(first, stop, step):
-                positions = np.arange(lo, min(stop, lo + step), dtype=np.int64)
-                sources = source_index(positions, n, mode) + a
-                _move(region, d, positions + a, sources, budget)
+    last = x.ndim - 1
+    # The last axis first, slice by slice: its borders are filled while the rows just copied
+    # are still in cache (a border column on its own would touch one cache line per row).
+    rows = out[interior[:-1]]
+    row_bytes = shape[-1] * x.dtype.itemsize
+    for index in leading_chunks(x.shape[:-1], row_bytes, budget.slice_bytes()):
+        budget.checkpoint()
+        target = rows[index]
+        target[..., interior[-1]] = x[index]
+        _borders(target, target.ndim - 1, x.shape[-1], start_padding[-1], end_padding[-1],
+                 mode, value, budget)  # fmt: skip
+    # Then each other axis over the whole of the axes already done and the last one.
+    axes = zip(x.shape[:-1], start_padding[:-1], end_padding[:-1], strict=True)
+    for d, (n, a, e) in enumerate(axes):
+        region = out[(*(slice(None),) * (d + 1), *interior[d + 1 : last])]
+        _borders(region, d, n, a, e, mode, value, budget)
     return out
+
+
+def _borders(
+    region: Array, d: int, n: int, a: int, e: int, mode: str, value: Any, budget: ExecutionBudget
+) -> None:
+    """Fill ``region``'s ``a`` and ``e`` border positions along axis ``d`` around ``n`` inside."""
+    lead = (slice(None),) * d
+    if mode == "CONSTANT":
+        for border in (slice(0, a), slice(a + n, a + n + e)):
+            _fill(region[(*lead, border)], value, budget)
+        return
+    if a == 0 and e == 0:
+        return
+    row = region[(*lead, slice(0, 1))].nbytes  # one position along axis d
+    # Index arrays of one slice of border positions: memory bounded however long the pad.
+    step = max(1, budget.slice_bytes() // (row + 64))
+    for first, stop in ((-a, 0), (n, n + e)):
+        for lo in range(first, stop, step):
+            positions = np.arange(lo, min(stop, lo + step), dtype=np.int64)
+            sources = source_index(positions, n, mode) + a
+            _move(region, d, positions + a, sources, budget)
 
 
 def _move(
@@ -96,13 +114,13 @@ def _move(
 
 
 def _copy(dst: Array, src: Array, budget: ExecutionBudget) -> None:
-    for index in leading_chunks(dst.shape, dst.dtype.itemsize, SLICE_BYTES):
+    for index in leading_chunks(dst.shape, dst.dtype.itemsize, budget.slice_bytes()):
         budget.checkpoint()
         dst[index] = src[index]
 
 
 def _fill(dst: Array, value: Any, budget: ExecutionBudget) -> None:
-    for index in leading_chunks(dst.shape, dst.dtype.itemsize, SLICE_BYTES):
+    for index in leading_chunks(dst.shape, dst.dtype.itemsize, budget.slice_bytes()):
         budget.checkpoint()
         dst[index] = value
 

@@ -49,6 +49,36 @@ def test_matches_reference(g: Geometry, dtype: Any, layout: str, seed: int) -> N
     assert_same(got, reference.fold(values, g.sizes, *g.args))
 
 
+@st.composite
+def row_geometries(draw: st.DrawFn) -> Geometry:
+    """Geometries whose last two axes step by 1 and keep the row length (the rows path)."""
+    g = draw(geometries(2, 4, max_window=4, max_pad=2))
+    window, dilations, start, end, strides = (
+        list(g.window),
+        list(g.dilations),
+        list(g.start),
+        list(g.end),
+        list(g.strides),
+    )
+    for d in (-2, -1):
+        strides[d] = 1
+        extent = dilations[d] * (window[d] - 1)
+        start[d] = draw(st.integers(0, extent))
+        end[d] = extent - start[d]
+    sizes = list(g.sizes)
+    sizes[-1] = max(sizes[-1], 1)
+    return Geometry(tuple(sizes), tuple(window), tuple(strides), tuple(dilations),
+                    tuple(start), tuple(end))  # fmt: skip
+
+
+@SETTINGS
+@given(g=row_geometries(), dtype=st.sampled_from(ALL_TYPES), layout=layouts, seed=seeds)
+def test_rows_path_matches_reference(g: Geometry, dtype: Any, layout: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x, values = laid_out(columns(rng, g, dtype), layout)
+    assert_same(cpu.fold(x, g.sizes, *g.args), reference.fold(values, g.sizes, *g.args))
+
+
 @pytest.mark.parametrize("size", [5, 56])
 @pytest.mark.parametrize("pad", [0, 1, 2])
 def test_same_padding_images_match_reference(size: int, pad: int) -> None:
