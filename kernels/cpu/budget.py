@@ -9,12 +9,11 @@ of one slice stay within `memory_bytes`, except the smallest unit an operator ca
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -102,6 +101,7 @@ def leading_chunks(
         trailing *= shape[axis]
     axis = next((a for a, b in enumerate(sizes) if b <= limit), len(shape) - 1)
     step = max(1, limit // sizes[axis])
-    for outer in np.ndindex(*shape[:axis]):
-        for lo, hi in spans(shape[axis], step):
+    bounds = list(spans(shape[axis], step))
+    for outer in itertools.product(*map(range, shape[:axis])):
+        for lo, hi in bounds:
             yield (*outer, slice(lo, hi))

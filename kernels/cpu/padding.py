@@ -9,7 +9,8 @@ consecutive sources (forwards or backwards) are one slice copy. Data is copied, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,9 @@ Array = npt.NDArray[Any]
 # Beyond this many runs on one border (a short axis padded many times over) one gather
 # through an index array beats a Python loop of slice copies.
 _MAX_RUNS = 16
+# A border of the last axis at most this wide is copied one position at a time: a copy of a
+# few positions per row would run one short inner loop per row.
+_NARROW = 16
 
 
 @host_memory
@@ -46,80 +50,114 @@ def padding(
     out = np.empty(shape, dtype=x.dtype)
     interior = tuple(slice(a, a + n) for n, a in zip(x.shape, start_padding, strict=True))
     last = x.ndim - 1
+    limit = budget.slice_bytes()
     # The last axis first, slice by slice: its borders are filled while the rows just copied
     # are still in cache (a border column on its own would touch one cache line per row).
     rows = out[interior[:-1]]
     row_bytes = shape[-1] * x.dtype.itemsize
-    for index in leading_chunks(x.shape[:-1], row_bytes, budget.slice_bytes()):
+    per_slice = min(math.prod(x.shape[:-1]), max(1, limit // row_bytes))
+    n, a, e = x.shape[-1], start_padding[-1], end_padding[-1]
+    moves = list(_moves(n, a, e, mode, _step(per_slice * x.dtype.itemsize, limit)))
+    for index in leading_chunks(x.shape[:-1], row_bytes, limit):
         budget.checkpoint()
         target = rows[index]
         target[..., interior[-1]] = x[index]
-        _borders(target, target.ndim - 1, x.shape[-1], start_padding[-1], end_padding[-1],
-                 mode, value, budget)  # fmt: skip
+        _borders(target, target.ndim - 1, n, a, e, value, moves, budget)
     # Then each other axis over the whole of the axes already done and the last one.
     axes = zip(x.shape[:-1], start_padding[:-1], end_padding[:-1], strict=True)
     for d, (n, a, e) in enumerate(axes):
         region = out[(*(slice(None),) * (d + 1), *interior[d + 1 : last])]
-        _borders(region, d, n, a, e, mode, value, budget)
+        row = region[(*(slice(None),) * d, slice(0, 1))].nbytes  # one position along axis d
+        _borders(region, d, n, a, e, value, _moves(n, a, e, mode, _step(row, limit)), budget)
     return out
 
 
-def _borders(
-    region: Array, d: int, n: int, a: int, e: int, mode: str, value: Any, budget: ExecutionBudget
-) -> None:
-    """Fill ``region``'s ``a`` and ``e`` border positions along axis ``d`` around ``n`` inside."""
-    lead = (slice(None),) * d
+Move = tuple[slice, slice] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def _step(row: int, limit: int) -> int:
+    """Border positions per slice: their rows and index arrays stay within ``limit``."""
+    return max(1, limit // (row + 64))
+
+
+def _moves(n: int, a: int, e: int, mode: str, step: int) -> Iterator[Move]:
+    """(target, source) positions along one axis that fill its borders, slice by slice.
+
+    Every border position reads the position the reference's periodic map gives. Where
+    consecutive targets read consecutive sources (step +1 or -1) the move is one pair of
+    slices; beyond a few such runs in one slice, it is one pair of index arrays (a gather).
+    CONSTANT mode has no moves.
+    """
     if mode == "CONSTANT":
-        for border in (slice(0, a), slice(a + n, a + n + e)):
-            _fill(region[(*lead, border)], value, budget)
         return
-    if a == 0 and e == 0:
-        return
-    row = region[(*lead, slice(0, 1))].nbytes  # one position along axis d
-    # Index arrays of one slice of border positions: memory bounded however long the pad.
-    step = max(1, budget.slice_bytes() // (row + 64))
-    for first, stop in ((-a, 0), (n, n + e)):
-        for lo in range(first, stop, step):
-            positions = np.arange(lo, min(stop, lo + step), dtype=np.int64)
-            sources = source_index(positions, n, mode) + a
-            _move(region, d, positions + a, sources, budget)
+    every = np.concatenate([np.arange(-a, 0), np.arange(n, n + e)])
+    for lo in range(0, len(every), step):
+        positions = every[lo : lo + step]
+        sources = source_index(positions, n, mode) + a
+        targets = positions + a
+        steps = np.diff(sources)
+        runs_on = (np.abs(steps) == 1) & (np.diff(targets) == 1)
+        breaks = ~runs_on
+        breaks[1:] |= runs_on[1:] & runs_on[:-1] & (steps[1:] != steps[:-1])  # turns
+        starts = [0, *(np.flatnonzero(breaks) + 1).tolist()]
+        if len(starts) > _MAX_RUNS:
+            yield targets, sources
+            continue
+        for i, j in zip(starts, [*starts[1:], len(targets)], strict=True):
+            step_ = int(sources[i + 1] - sources[i]) if j - i > 1 else 1
+            head, tail = int(sources[i]), int(sources[j - 1])
+            source = slice(head, tail + step_ if tail + step_ >= 0 else None, step_)
+            yield slice(int(targets[i]), int(targets[j - 1]) + 1), source
 
 
-def _move(
+def _borders(
     region: Array,
-    axis: int,
-    targets: npt.NDArray[np.int64],
-    sources: npt.NDArray[np.int64],
+    d: int,
+    n: int,
+    a: int,
+    e: int,
+    value: Any,
+    moves: Iterable[Move],
     budget: ExecutionBudget,
 ) -> None:
-    """``region[..., targets, ...] = region[..., sources, ...]`` along ``axis``.
-
-    ``targets`` are consecutive. Where consecutive targets read consecutive sources (step +1
-    or -1) one slice copy moves the whole run; beyond a few runs, one gather moves them all.
-    """
-    steps = np.diff(sources)
-    breaks = np.abs(steps) != 1
-    breaks[1:] |= steps[1:] != steps[:-1]
-    starts = [0, *(np.flatnonzero(breaks) + 1).tolist()]
-    if len(starts) > _MAX_RUNS:
-        _gather(region, axis, targets, sources, budget)
-        return
-    lead = (slice(None),) * axis
-    for lo, hi in zip(starts, [*starts[1:], len(targets)], strict=True):
-        step = int(sources[lo + 1] - sources[lo]) if hi - lo > 1 else 1
-        first, last = int(sources[lo]), int(sources[hi - 1])
-        source = slice(first, last + step if last + step >= 0 else None, step)
-        target = slice(int(targets[lo]), int(targets[hi - 1]) + 1)
-        _copy(region[(*lead, target)], region[(*lead, source)], budget)
+    """Fill the ``a`` and ``e`` border positions of ``region`` along axis ``d``: with ``value``
+    when ``moves`` is empty (CONSTANT), else by ``moves`` from the ``n`` positions inside."""
+    lead = (slice(None),) * d
+    any_move = False
+    for target, source in moves:
+        any_move = True
+        if isinstance(target, slice) and isinstance(source, slice):
+            width = target.stop - target.start
+            if d == region.ndim - 1 and width <= _NARROW:
+                # Position by position: each copy then runs along the rows, not across them.
+                for i in range(width):
+                    at = source.start + i * source.step
+                    dst, src = slice(target.start + i, target.start + i + 1), slice(at, at + 1)
+                    _copy(region[(*lead, dst)], region[(*lead, src)], budget)
+            else:
+                _copy(region[(*lead, target)], region[(*lead, source)], budget)
+        else:
+            _gather(region, d, np.asarray(target), np.asarray(source), budget)
+    if not any_move:
+        for border in (slice(0, a), slice(a + n, a + n + e)):
+            _fill(region[(*lead, border)], value, budget)
 
 
 def _copy(dst: Array, src: Array, budget: ExecutionBudget) -> None:
+    if dst.nbytes <= budget.slice_bytes():
+        budget.checkpoint()
+        dst[...] = src
+        return
     for index in leading_chunks(dst.shape, dst.dtype.itemsize, budget.slice_bytes()):
         budget.checkpoint()
         dst[index] = src[index]
 
 
 def _fill(dst: Array, value: Any, budget: ExecutionBudget) -> None:
+    if dst.nbytes <= budget.slice_bytes():
+        budget.checkpoint()
+        dst[...] = value
+        return
     for index in leading_chunks(dst.shape, dst.dtype.itemsize, budget.slice_bytes()):
         budget.checkpoint()
         dst[index] = value
