@@ -9,6 +9,7 @@ consecutive sources (forwards or backwards) are one slice copy. Data is copied, 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -30,6 +31,8 @@ _MAX_RUNS = 16
 # A border of the last axis at most this wide is copied one position at a time: a copy of a
 # few positions per row would run one short inner loop per row.
 _NARROW = 16
+# Borders up to this many positions along one axis have their moves remembered.
+_REMEMBERED_BORDER = 1024
 
 
 @host_memory
@@ -57,7 +60,7 @@ def padding(
     row_bytes = shape[-1] * x.dtype.itemsize
     per_slice = min(math.prod(x.shape[:-1]), max(1, limit // row_bytes))
     n, a, e = x.shape[-1], start_padding[-1], end_padding[-1]
-    moves = list(_moves(n, a, e, mode, _step(per_slice * x.dtype.itemsize, limit)))
+    moves = _plan(n, a, e, mode, _step(per_slice * x.dtype.itemsize, limit))
     for index in leading_chunks(x.shape[:-1], row_bytes, limit):
         budget.checkpoint()
         target = rows[index]
@@ -68,7 +71,7 @@ def padding(
     for d, (n, a, e) in enumerate(axes):
         region = out[(*(slice(None),) * (d + 1), *interior[d + 1 : last])]
         row = region[(*(slice(None),) * d, slice(0, 1))].nbytes  # one position along axis d
-        _borders(region, d, n, a, e, value, _moves(n, a, e, mode, _step(row, limit)), budget)
+        _borders(region, d, n, a, e, value, _plan(n, a, e, mode, _step(row, limit)), budget)
     return out
 
 
@@ -78,6 +81,23 @@ Move = tuple[slice, slice] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 def _step(row: int, limit: int) -> int:
     """Border positions per slice: their rows and index arrays stay within ``limit``."""
     return max(1, limit // (row + 64))
+
+
+def _plan(n: int, a: int, e: int, mode: str, step: int) -> Iterable[Move]:
+    """`_moves`, remembered when they are a few slice pairs (a service sees the same shapes
+    again and again); long borders are planned afresh, slice by slice, every time."""
+    if a + e > _REMEMBERED_BORDER:
+        return _moves(n, a, e, mode, step)
+    return _remembered_moves(n, a, e, mode, step)
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered_moves(n: int, a: int, e: int, mode: str, step: int) -> tuple[Move, ...]:
+    moves = tuple(_moves(n, a, e, mode, step))
+    for target, source in moves:  # index arrays are shared from here on: freeze them
+        if isinstance(target, np.ndarray) and isinstance(source, np.ndarray):
+            target.flags.writeable = source.flags.writeable = False
+    return moves
 
 
 def _moves(n: int, a: int, e: int, mode: str, step: int) -> Iterator[Move]:
