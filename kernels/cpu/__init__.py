@@ -3,6 +3,11 @@
 Same parameters and results as `kernels.reference` (bit-identical for integers, data movement
 and FOLD; AVERAGE_POOLING within rounding), plus a keyword-only `budget` (working memory and a
 cancellation check). Matrix products go through NumPy's BLAS; see `threads` for thread counts.
+
+Where a backend module is expected (``run(op, arrays, module)``), pass this package, or
+``Backend(ExecutionBudget(memory_bytes=..., check=cancel_after(deadline)))`` to give one
+computation its own limits. A check that raises stops the work between two slices; a host
+allocation failure surfaces as `HostMemoryError` (retryable: 503).
 """
 
 from .average_pooling import average_pooling
