@@ -101,22 +101,20 @@ def _gather_rows(sums: Array, source: Array, axes: Sequence[Axis]) -> None:
     """`_gather` over whole image rows: each tap is one long run of the flattened plane.
 
     A tap shifted by ``delta`` along the last axis also carries the blocks whose position falls
-    off a row end into the neighbouring row's first or last ``|delta|`` positions. Those edge
-    positions are then cleared and summed again exactly, tap by tap; everywhere else every
-    position got its contributions in tap order, as `_gather` would add them.
+    off a row end into the neighbouring row's first or last ``|delta|`` positions, where that
+    tap contributes nothing. Those positions are kept aside before the tap and put back after
+    it, so every position gets exactly its contributions, in tap order, as `_gather` adds them.
     """
     row_axis, col_axis = axes[-2], axes[-1]
     h, w = row_axis.size, col_axis.size
     lead = (slice(None),) * (sums.ndim - len(axes))
     plane = sums.reshape(*sums.shape[:-2], h * w)
     runs = source.reshape(*source.shape[:-2], row_axis.blocks * w)
-    left = right = 0
     for k in np.ndindex(*(a.window for a in axes)):
         ranges = [a.valid(kd) for a, kd in zip(axes, k, strict=True)]
         if any(lo == hi for lo, hi in ranges):
             continue
         delta = k[-1] * col_axis.dilation - col_axis.start
-        left, right = max(left, delta), max(right, -delta)
         low, high = ranges[-2]
         first = (low + k[-2] * row_axis.dilation - row_axis.start) * w + delta
         begin, length = low * w, (high - low) * w
@@ -127,11 +125,10 @@ def _gather_rows(sums: Array, source: Array, axes: Sequence[Axis]) -> None:
             a.source(kd, lo, hi) for a, kd, (lo, hi) in zip(axes[:-2], k, ranges, strict=False)
         )
         blocks = tuple(slice(lo, hi) for lo, hi in ranges[:-2])
+        edge = sums[..., :delta] if delta > 0 else sums[..., w + delta :]
+        kept = edge.copy() if delta else None
         target = plane[(*lead, *outer, slice(first, first + length))]
         # In-place integer addition wraps modulo 2**bits: the rule for integer FOLD.
         target += runs[(*lead, *k, *blocks, slice(begin, begin + length))]
-    edges = [(0, min(left, w)), (max(w - right, 0), w)] if left + right < w else [(0, w)]
-    for x0, x1 in edges:
-        if x1 > x0:
-            sums[..., x0:x1] = 0
-            _gather(sums, source, axes, (x0, x1))
+        if kept is not None:
+            edge[...] = kept
