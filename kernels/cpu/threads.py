@@ -28,7 +28,10 @@ def blas_threads_for(max_concurrency: int, cores: int | None = None) -> int:
 
 
 def configure_threads(max_concurrency: int, cores: int | None = None) -> int:
-    """Set the process's BLAS thread count for ``max_concurrency`` computations; returns it."""
+    """Set the process's BLAS thread count for ``max_concurrency`` computations; returns it.
+
+    Needs threadpoolctl (the ``server`` extra); the operators themselves do not.
+    """
     from threadpoolctl import threadpool_limits
 
     threads = blas_threads_for(max_concurrency, cores)
