@@ -8,6 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from dmlserve import kernels
 from dmlserve.kernels import cpu
@@ -53,3 +54,15 @@ def test_a_bound_backend_passes_its_stop_check_through_run() -> None:
 def test_blas_threads_share_the_cores_among_the_slots(slots: int, cores: int, threads: int) -> None:
     assert cpu.blas_threads_for(slots, cores) == threads
     assert cpu.blas_threads_for(slots, cores) * min(slots, cores) <= max(cores, slots)
+
+
+def test_configure_threads_sets_the_blas_thread_count() -> None:
+    before = threadpoolctl.threadpool_info()
+    try:
+        assert cpu.configure_threads(2, cores=2) == 1
+        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(p["num_threads"] == 1 for p in blas)
+    finally:
+        for pool in before:
+            if pool["user_api"] == "blas":
+                threadpoolctl.threadpool_limits(pool["num_threads"], user_api="blas")
