@@ -66,3 +66,14 @@ def test_configure_threads_sets_the_blas_thread_count() -> None:
         for pool in before:
             if pool["user_api"] == "blas":
                 threadpoolctl.threadpool_limits(pool["num_threads"], user_api="blas")
+
+
+def test_cancel_after_stops_once_the_clock_reaches_the_deadline() -> None:
+    now = [0.0]
+    check = cpu.cancel_after(10.0, clock=lambda: now[0])
+    x = np.zeros((8, 64, 64, 64), dtype=np.float32)
+    budget = ExecutionBudget(memory_bytes=1 << 20, check=check)
+    cpu.unfold(x, (2, 2), (2, 2), (1, 1), (0, 0), (0, 0), budget=budget)  # before: runs through
+    now[0] = 10.0
+    with pytest.raises(Cancelled):
+        cpu.unfold(x, (2, 2), (2, 2), (1, 1), (0, 0), (0, 0), budget=budget)
