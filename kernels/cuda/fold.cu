@@ -1,23 +1,14 @@
 // FOLD (col2im, DML_FOLD_OPERATOR_DESC): (N, C*prod(K), BlockCount) -> (N, C, *S) for 1..6
 // spatial dims and all eleven dtypes, summing overlapping window taps.
 //
-// Gather form, no atomics: every output element sums exactly the (window offset, block) pairs
-// that land on it. Per dim those pairs are found without testing every window offset: with
+// Gather form, no atomics: each thread owns a 16-byte chunk (aligned to the buffer) of one
+// output row (innermost spatial dim) and sums, for every element, exactly the (window offset, block) pairs that
+// land on it. Per dim those pairs are found without testing every window offset: with
 // g = gcd(stride, dilation), position r = p + pad is hit iff g | r, by offsets
 // k = k0, k0 + stride/g, ... (k0 from a modular inverse the host precomputes), whose blocks
 // step down by dilation/g. The summation order is fixed (window offsets row-major), so
 // results are bitwise deterministic. Integers wrap in their own width (unsigned arithmetic),
 // FLOAT16 accumulates in float32.
-//
-// fold_rows (2 spatial dims; the launcher maps 1 onto 2), output-stationary: one CTA per
-// (n, c, run of GY output rows). The column elements that land in those rows are, for each
-// window offset (kh, kw), one contiguous run of column row (c, kh, kw) (the blocks of the few
-// block rows that hit them); the CTA copies those runs into shared memory with coalesced
-// loads (each column element is read once overall), then each thread sums its outputs' taps
-// from shared memory and writes them along the row.
-//
-// fold_chunks (any rank): each thread owns a 16-byte chunk of one output row and gathers its
-// taps from global memory.
 #include <cuda_fp16.h>
 
 #include "common.cuh"
@@ -46,13 +37,7 @@ struct FoldParams {
     FastDivmod k_step_div[6];    // division by stride / g
     FastDivmod chunk_div;        // division by chunks per output row
     FastDivmod channel_div;      // division by C
-    FastDivmod cta_div;          // fold_rows: division by the output-row runs per plane
-    FastDivmod w_div;            // fold_rows: division by the output width
-    FastDivmod quad_div;         // fold_rows: division by the 4-element groups of a tap's run
-    FastDivmod kw_div;           // fold_rows: division by K[1]
     int taps;                    // prod(K)
-    int rows_per_cta;            // fold_rows: output rows per CTA (GY)
-    int run_blocks;              // fold_rows: block rows per tap's run, at most (NB)
     int unused;
 };
 
@@ -205,120 +190,9 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
                           out, span.first, span.end);
 }
 
-// fold_rows' shared memory: T runs[taps][NB*BW] (the column runs), then int2 row_tap[GY]
-// (first (kh, bh) of each output row, kh < 0: none), int2 col_tap[W] (first (kw, bw) of each
-// output column), int first_bh[KH] (the block row at the start of tap row kh's run).
-template <typename T, typename IDX>
-__global__ void __launch_bounds__(256)
-fold_rows(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
-    typedef typename Accumulate<T>::type A;
-    constexpr int QUADS = 2;  // 4-element groups per thread in flight
-    const int H = p.size[0], W = p.size[1];
-    const int KH = p.window[0], KW = p.window[1];
-    const int BH = p.blocks[0], BW = p.blocks[1];
-    const int GY = p.rows_per_cta, NB = p.run_blocks;
-    const int run_len = NB * BW;
-    T* runs = dynamic_smem<T>();
-    const int run_bytes = (p.taps * run_len * (int)sizeof(T) + 15) & ~15;
-    int2* row_tap = reinterpret_cast<int2*>(reinterpret_cast<unsigned char*>(runs) + run_bytes);
-    int2* col_tap = row_tap + GY;
-    int* first_bh = reinterpret_cast<int*>(col_tap + W);
-
-    unsigned rest = blockIdx.x;
-    const unsigned q = fast_div(rest, p.cta_div);
-    const int oy0 = (int)(rest - q * p.cta_div.d) * GY;
-    const unsigned nc = q;
-    const unsigned n = fast_div(nc, p.channel_div);
-    const unsigned c = nc - n * p.channel_div.d;
-    const int rows = imin(GY, H - oy0);
-
-    // 0. Tap tables.
-    for (int i = threadIdx.x; i < rows; i += blockDim.x) {
-        int k, b;
-        row_tap[i] = first_tap(p, 0, oy0 + i + p.pad_lo[0], k, b) ? make_int2(k, b) : make_int2(-1, 0);
-    }
-    for (int i = threadIdx.x; i < W; i += blockDim.x) {
-        int k, b;
-        col_tap[i] = first_tap(p, 1, i + p.pad_lo[1], k, b) ? make_int2(k, b) : make_int2(-1, 0);
-    }
-    for (int kh = threadIdx.x; kh < KH; kh += blockDim.x) {
-        // The smallest block row whose tap kh lands at or below oy0: ceil((oy0 + pad - kh*dil) / stride).
-        const int r = oy0 + p.pad_lo[0] - kh * p.dilation[0];
-        const int s = (int)p.stride_div[0].d;
-        first_bh[kh] = r <= 0 ? 0 : (r + s - 1) / s;
-    }
-    __syncthreads();
-
-    // 1. Column runs -> shared memory: for tap (kh, kw), blocks [first_bh[kh], +NB) of its
-    //    block rows (the ones past BH are never read back).
-    const IDX base = (IDX)n * (IDX)p.col_stride_n + (IDX)c * (IDX)p.taps * (IDX)p.col_stride_r;
-    const IDX stride_l = (IDX)p.col_stride_l;
-    const int quads = (int)p.quad_div.d;
-    const int items = p.taps * quads;
-    for (int i0 = threadIdx.x; i0 < items; i0 += QUADS * blockDim.x) {
-        T v[QUADS][4];
-        int at[QUADS], count[QUADS];
-#pragma unroll
-        for (int u = 0; u < QUADS; ++u) {
-            const int i = i0 + u * (int)blockDim.x;
-            count[u] = 0;
-            at[u] = 0;
-            if (i < items) {
-                const int tap = (int)fast_div((unsigned)i, p.quad_div);
-                const int e0 = (i - tap * quads) * 4;
-                const int kh = (int)fast_div((unsigned)tap, p.kw_div);
-                const int b0 = first_bh[kh];
-                const int avail = imin(run_len, (BH - b0) * BW) - e0;
-                count[u] = imax(0, imin(4, avail));
-                at[u] = tap * run_len + e0;
-                const IDX src = base + (IDX)tap * (IDX)p.col_stride_r + (IDX)(b0 * BW + e0) * stride_l;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    if (e < count[u]) v[u][e] = cols[src + (IDX)e * stride_l];
-                }
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < QUADS; ++u) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (e < count[u]) runs[at[u] + e] = v[u][e];
-            }
-        }
-    }
-    __syncthreads();
-
-    // 2. Outputs: row-major over the CTA's rows, each summing its taps in row-major order.
-    const int k_step_h = p.k_step[0], b_step_h = p.b_step[0];
-    const int k_step_w = p.k_step[1], b_step_w = p.b_step[1];
-    T* out = y + ((IDX)nc * (IDX)H + (IDX)oy0) * (IDX)W;
-    const int outputs = rows * W;
-    for (int i = threadIdx.x; i < outputs; i += blockDim.x) {
-        const int r = (int)fast_div((unsigned)i, p.w_div);
-        const int ox = i - r * W;
-        A acc = (A)0;
-        const int2 rt = row_tap[r];
-        const int2 ct = col_tap[ox];
-        if (rt.x >= 0 && ct.x >= 0) {
-            for (int kh = rt.x, bh = rt.y; kh < KH && bh >= 0; kh += k_step_h, bh -= b_step_h) {
-                if (bh >= BH) continue;
-                const T* run = runs + (kh * KW) * run_len + (bh - first_bh[kh]) * BW;
-                for (int kw = ct.x, bw = ct.y; kw < KW && bw >= 0; kw += k_step_w, bw -= b_step_w) {
-                    if (bw < BW) acc += widen<A, T>(run[kw * run_len + bw]);
-                }
-            }
-        }
-        out[i] = narrow<T, A>(acc);
-    }
-}
-
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-template __global__ void dml::fold_rows<float, int>(const float*, float*, const dml::FoldParams);
-template __global__ void dml::fold_rows<__half, long long>(const __half*, __half*, const dml::FoldParams);
-template __global__ void dml::fold_rows<signed char, int>(const signed char*, signed char*, const dml::FoldParams);
-template __global__ void dml::fold_rows<unsigned long long, int>(const unsigned long long*, unsigned long long*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<float, 2, int>(const float*, float*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<__half, 2, int>(const __half*, __half*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<double, 1, int>(const double*, double*, const dml::FoldParams);

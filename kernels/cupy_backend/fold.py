@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -23,13 +23,9 @@ from ._common import (
     run,
 )
 
-__all__ = ["PATHS", "fold", "fold_on"]
+__all__ = ["fold"]
 
 MAX_DIMS = 6
-Path = Literal["rows", "chunks"]
-PATHS: tuple[Path, ...] = ("rows", "chunks")
-# fold_rows: shared memory per CTA for its column runs and tap tables.
-ROWS_SMEM_BUDGET = 32 * 1024
 
 PARAMS = param_struct(
     "fold.cu",
@@ -55,13 +51,7 @@ PARAMS = param_struct(
         ("k_step_div", FAST_DIVMOD, MAX_DIMS),
         ("chunk_div", FAST_DIVMOD, 0),
         ("channel_div", FAST_DIVMOD, 0),
-        ("cta_div", FAST_DIVMOD, 0),
-        ("w_div", FAST_DIVMOD, 0),
-        ("quad_div", FAST_DIVMOD, 0),
-        ("kw_div", FAST_DIVMOD, 0),
         ("taps", "<i4", 0),
-        ("rows_per_cta", "<i4", 0),
-        ("run_blocks", "<i4", 0),
         ("unused", "<i4", 0),
     ],
 )
@@ -75,27 +65,6 @@ def _suffix_products(values: Sequence[int]) -> list[int]:
     return out
 
 
-def _rows_layout(
-    out_h: int, out_w: int, taps: int, window_h: int, stride_h: int, blocks_w: int, itemsize: int
-) -> tuple[int, int, int] | None:
-    """(output rows per CTA, block rows per tap run, shared bytes) for fold_rows, or None when
-    one output row does not fit. Runs split the output rows evenly."""
-
-    def smem(rows: int) -> int:
-        run_bytes = -(-taps * -(-rows // stride_h) * blocks_w * itemsize // 16) * 16
-        return run_bytes + 8 * rows + 8 * out_w + 4 * window_h
-
-    if smem(1) > ROWS_SMEM_BUDGET:
-        return None
-    lo, hi = 1, out_h  # smem grows with rows: the most rows that fit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if smem(mid) <= ROWS_SMEM_BUDGET else (lo, mid - 1)
-    rows = lo
-    rows = -(-out_h // -(-out_h // rows))
-    return rows, -(-rows // stride_h), smem(rows)
-
-
 @functools.lru_cache(maxsize=512)
 def _plan(
     shape: tuple[int, ...],
@@ -103,101 +72,52 @@ def _plan(
     dtype: np.dtype,
     output_sizes: tuple[int, ...],
     geometry: tuple[tuple[int, ...], ...],
-    path: Path | None = None,
 ) -> Plan:
-    """Everything but the data, once per geometry: a call then only allocates and launches.
-
-    ``path`` forces a kernel (tests run every case through each); None chooses fold_rows for
-    1 or 2 spatial dims where a row fits its shared memory, else fold_chunks.
-    """
+    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    window_sizes, strides, dilations, start_padding, end_padding = geometry
     n, rows, _ = shape
-    taps = math.prod(geometry[0])
+    dims = len(output_sizes)
+    taps = math.prod(window_sizes)
     c = rows // taps
+    blocks = blocks_per_dimension(output_sizes, *geometry)
     out_shape = (n, c, *output_sizes)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
         return Plan(out_shape, None, p)
-    dims = len(output_sizes)
-    lead = 2 - dims if dims <= 2 else 0
-    sizes = [1] * lead + list(output_sizes)
-    window_sizes, strides, dilations, start_padding, end_padding = (
-        [unit] * lead + list(values) for unit, values in zip((1, 1, 1, 0, 0), geometry, strict=True)
-    )
-    blocks = blocks_per_dimension(
-        sizes, window_sizes, strides, dilations, start_padding, end_padding
-    )
+    itemsize = dtype.itemsize
+    width = output_sizes[-1]
+    chunks = chunks_per_row(width, itemsize)
+    total = math.prod(out_shape) // width * chunks
+
     gcds = [math.gcd(s, d) for s, d in zip(strides, dilations, strict=True)]
     k_steps = [s // g for s, g in zip(strides, gcds, strict=True)]
     b_steps = [d // g for d, g in zip(dilations, gcds, strict=True)]
     inverses = [pow(b % k, -1, k) if k > 1 else 0 for b, k in zip(b_steps, k_steps, strict=True)]
-    itemsize = dtype.itemsize
+
     xs = [s // itemsize for s in byte_strides]
-    d = len(sizes)
     p["col_stride_n"], p["col_stride_r"], p["col_stride_l"] = xs
-    p["size"][:d] = sizes
-    p["window"][:d] = window_sizes
-    p["pad_lo"][:d] = start_padding
-    p["dilation"][:d] = dilations
-    p["blocks"][:d] = blocks
-    p["k_step"][:d] = k_steps
-    p["b_step"][:d] = b_steps
-    p["k_inverse"][:d] = inverses
-    p["tap_stride"][:d] = _suffix_products(window_sizes)
-    p["block_stride"][:d] = _suffix_products(blocks)
-    fill_divisors(p["size_div"], sizes)
+    p["total_chunks"] = total
+    p["size"][:dims] = output_sizes
+    p["window"][:dims] = window_sizes
+    p["pad_lo"][:dims] = start_padding
+    p["dilation"][:dims] = dilations
+    p["blocks"][:dims] = blocks
+    p["k_step"][:dims] = k_steps
+    p["b_step"][:dims] = b_steps
+    p["k_inverse"][:dims] = inverses
+    p["tap_stride"][:dims] = _suffix_products(window_sizes)
+    p["block_stride"][:dims] = _suffix_products(blocks)
+    fill_divisors(p["size_div"], output_sizes)
     fill_divisors(p["stride_div"], strides)
     fill_divisors(p["gcd_div"], gcds)
     fill_divisors(p["k_step_div"], k_steps)
+    p["chunk_div"] = fast_divmod(chunks)
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
-    idx = index_type(shape, xs, math.prod(out_shape))
 
-    layout = None
-    if d == 2 and path != "chunks":
-        layout = _rows_layout(
-            sizes[0], sizes[1], taps, window_sizes[0], strides[0], blocks[1], itemsize
-        )
-    if layout is not None:
-        out_rows, run_blocks, smem = layout
-        runs = -(-sizes[0] // out_rows)
-        quads = -(-run_blocks * blocks[1] // 4)
-        p["cta_div"] = fast_divmod(runs)
-        p["w_div"] = fast_divmod(sizes[1])
-        p["quad_div"] = fast_divmod(quads)
-        p["kw_div"] = fast_divmod(window_sizes[1])
-        p["rows_per_cta"] = out_rows
-        p["run_blocks"] = run_blocks
-        kernel = launch(
-            "fold.cu", "fold_rows", dtype, idx, grid=(n * c * runs, 1, 1), shared_mem=smem
-        )
-        return Plan(out_shape, kernel, p)
-
-    width = sizes[-1]
-    chunks = chunks_per_row(width, itemsize)
-    total = math.prod(out_shape) // width * chunks
-    p["total_chunks"] = total
-    p["chunk_div"] = fast_divmod(chunks)
     idx = index_type(shape, xs, math.prod(out_shape), total)
-    kernel = launch("fold.cu", "fold_chunks", dtype, d, idx, grid=grid_for(total))
+    kernel = launch("fold.cu", "fold_chunks", dtype, dims, idx, grid=grid_for(total))
     return Plan(out_shape, kernel, p)
-
-
-def fold_on(
-    path: Path | None,
-    x: Any,
-    output_sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
-    """`fold` through the kernel `path` (None: the launcher's choice; "rows" falls back to
-    "chunks" where it does not apply)."""
-    geometry = tuple(
-        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
-    )
-    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry, path), x)
 
 
 def fold(
@@ -214,6 +134,7 @@ def fold(
     Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
     fixed, so results are deterministic.
     """
-    return fold_on(
-        None, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding
+    geometry = tuple(
+        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
     )
+    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry), x)

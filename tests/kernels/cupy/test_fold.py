@@ -1,9 +1,8 @@
 """CuPy FOLD against the NumPy reference: integers bit-exact (wrapping in their type), float
-sums within rounding, every kernel path."""
+sums within rounding."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -24,36 +23,31 @@ from ._support import (
 
 pytestmark = pytest.mark.gpu
 
-PATHS = [None, "rows", "chunks"]
+
+def _fold(x: Any, *args: Any) -> Any:
+    return launcher("fold").fold(x, *args)
 
 
-def _fold(path: Any) -> Any:
-    return functools.partial(launcher("fold").fold_on, path)
-
-
-@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_dtypes(path: Any, dtype: Any) -> None:
+def test_dtypes(dtype: Any) -> None:
     rng = np.random.default_rng(21)
     for case in WINDOW_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
-        check(_fold(path), reference.fold, host, "contiguous", case, float_rtol(dtype))
+        check(_fold, reference.fold, host, "contiguous", case, float_rtol(dtype))
 
 
-@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint64], ids=str)
-def test_strided_inputs(path: Any, layout: str, dtype: Any) -> None:
+def test_strided_inputs(layout: str, dtype: Any) -> None:
     rng = np.random.default_rng(22)
     for case in WINDOW_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
-        check(_fold(path), reference.fold, host, layout, case, float_rtol(dtype))
+        check(_fold, reference.fold, host, layout, case, float_rtol(dtype))
 
 
-@pytest.mark.parametrize("path", PATHS, ids=str)
-def test_integer_sums_wrap_in_their_type(path: Any) -> None:
+def test_integer_sums_wrap_in_their_type() -> None:
     # 3x3 stride 1: interior positions sum 9 taps of values near the type's maximum.
     case = ((6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     for dtype in (np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64):
         host = np.full(cols_shape(1, 2, case), np.iinfo(dtype).max - 3, dtype=dtype)
-        check(_fold(path), reference.fold, host, "contiguous", case)
+        check(_fold, reference.fold, host, "contiguous", case)

@@ -1,8 +1,7 @@
-"""CuPy UNFOLD against the NumPy reference: bit-exact, every kernel path."""
+"""CuPy UNFOLD against the NumPy reference: bit-exact."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -14,30 +13,26 @@ from ._support import ALL_DTYPES, LAYOUTS, WINDOW_CASES, check, launcher, random
 
 pytestmark = pytest.mark.gpu
 
-PATHS = [None, "rows", "chunks"]
+
+def _unfold(x: Any, *args: Any) -> Any:
+    return launcher("unfold").unfold(x, *args)
 
 
-def _unfold(path: Any) -> Any:
-    return functools.partial(launcher("unfold").unfold_on, path)
-
-
-@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_dtypes(path: Any, dtype: Any) -> None:
+def test_dtypes(dtype: Any) -> None:
     rng = np.random.default_rng(11)
     for case in WINDOW_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
-        check(_unfold(path), reference.unfold, host, "contiguous", case[1:])
+        check(_unfold, reference.unfold, host, "contiguous", case[1:])
 
 
-@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8, np.float64], ids=str)
-def test_strided_inputs(path: Any, layout: str, dtype: Any) -> None:
+def test_strided_inputs(layout: str, dtype: Any) -> None:
     rng = np.random.default_rng(12)
     for case in WINDOW_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
-        check(_unfold(path), reference.unfold, host, layout, case[1:])
+        check(_unfold, reference.unfold, host, layout, case[1:])
 
 
 def test_unfold_then_fold_counts_overlaps() -> None:
