@@ -200,7 +200,7 @@ def _strip_plan(
     p["run_planes"] = run_planes
     groups = BLOCK // lanes
     return launch(
-        "average_pooling.cu",
+        "average_pooling_strip.cu",
         "pool_strip",
         dtype,
         *k3,
