@@ -122,21 +122,18 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
-        mod._TILED_PIPELINE = False
-        try:
-            row["ours_no_prefetch_ms"] = time_ms(ours, inner, reps, 3)
-        finally:
-            mod._TILED_PIPELINE = True
-        saved = (mod._TILED_V, mod._TILED_CTAS_PER_SM)
+        def variant(options: Any) -> Callable[[int], Any]:
+            return lambda i: mod.convolution_integer_on(options, xs[i % 3], w, 128, zw, *geo, g)
+
+        row["ours_no_prefetch_ms"] = time_ms(variant(mod.Options(prefetch=False)), inner, reps, 3)
         row["tiled_variants_ms"] = {}
-        try:  # outputs per thread x CTAs per SM aimed at (images per CTA follow)
-            for v in (4, 8):
-                for per_sm in (4, 8, 16, 32):
-                    mod._TILED_V, mod._TILED_CTAS_PER_SM = v, per_sm
-                    key = f"v{v}_ctas{per_sm}"
-                    row["tiled_variants_ms"][key] = time_ms(ours, inner, max(3, reps // 3), 2)
-        finally:
-            mod._TILED_V, mod._TILED_CTAS_PER_SM = saved
+        for v in (4, 8):  # outputs per thread x CTAs per SM aimed at (images per CTA follow)
+            for per_sm in (4, 8, 16, 32):
+                options = mod.Options(outputs_per_thread=v, ctas_per_sm=per_sm)
+                key = f"v{v}_ctas{per_sm}"
+                row["tiled_variants_ms"][key] = time_ms(
+                    variant(options), inner, max(3, reps // 3), 2
+                )
     try:
         row["ours_kernels_ms"], row["ours_kernel_split_us"] = kernel_ms(ours, 10)
     except Exception as exc:  # noqa: BLE001 - the profiler is optional evidence
@@ -156,14 +153,14 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     if sweep:  # every tensor-core tile on this layer, to check the tile picker
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
-        picker = mod._pick_tile
         row["tiles"] = {}
-        try:
-            for bm, bn, *_ in mod._TILES:
-                mod._pick_tile = lambda *_, t=(bm, bn): t  # type: ignore[assignment]
-                row["tiles"][f"{bm}x{bn}"] = time_ms(ours, inner, max(3, reps // 3), 2)
-        finally:
-            mod._pick_tile = picker
+        for bm, bn, *_ in mod._TILES:
+            options = mod.Options(tile=(bm, bn))
+
+            def tiled(i: int, o: Any = options) -> Any:
+                return mod.convolution_integer_on(o, xs[i % 3], w, 128, zw, *geo, g)
+
+            row["tiles"][f"{bm}x{bn}"] = time_ms(tiled, inner, max(3, reps // 3), 2)
 
     # Torch-user path: unfold (fp16) -> int8 columns -> _int_mm with column-major B.
     kk = c * case.k * case.k

@@ -7,9 +7,13 @@ hidden); call time: medians of single event-timed calls from an idle GPU (host o
 included). Three warm-up calls first. Inputs smaller than 4x L2 rotate over several buffers so the
 numbers are DRAM numbers. Effective bandwidth counts the minimal bytes (each input element
 read once, each output element written once). Each case also checks our output against the
-peer's where the semantics coincide.
+peer's where the semantics coincide. A case name ending in ``[path]`` forces that kernel
+(the launchers' ``*_on`` functions), to compare kernels on the same data; the unmarked case
+is the launcher's own choice. The ``small`` cases (one 1x3x32x32 image) are about the call
+time, host overhead included.
 
     python3 bench/bench_kernels.py [--json out.json] [--repeat 30] [--only avgpool]
+    python3 bench/bench_kernels.py --profile [--only ...]   # each case twice, for ncu
 """
 
 from __future__ import annotations
@@ -26,12 +30,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+import importlib  # noqa: E402
+
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from dmlserve.kernels import cupy_backend as cb  # noqa: E402
+PAD = importlib.import_module("dmlserve.kernels.cupy_backend.padding")
+UNFOLD = importlib.import_module("dmlserve.kernels.cupy_backend.unfold")
+FOLD = importlib.import_module("dmlserve.kernels.cupy_backend.fold")
+POOL = importlib.import_module("dmlserve.kernels.cupy_backend.average_pooling")
+PROFILE = False  # --profile: run each case's kernel twice, no timing (for ncu)
 
 ROTATE_BYTES = 256 * 2**20  # > 4x the 50-60 MB L2 of an H100/H200
 MAX_BUFFERS = 16
@@ -112,6 +122,11 @@ def measure(
     rtol: float = 0.0,
 ) -> dict[str, Any]:
     xs = random_buffers(shape, dtype)
+    if PROFILE:
+        ours(xs[0])
+        ours(xs[0])
+        cupy.cuda.Device().synchronize()
+        return {"case": name, "profiled": True}
     ts = as_torch(xs)
     t_ours = gpu_ms(lambda i: ours(xs[i % len(xs)]), repeat)
     row: dict[str, Any] = {"case": name, "dtype": str(np.dtype(dtype)), "ours_ms": t_ours}
@@ -154,24 +169,25 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
             print(f"case {args[0]!r} failed: {exc!r}", file=sys.stderr)
         cupy.get_default_memory_pool().free_all_blocks()
 
+    def tag(path: str | None) -> str:
+        return f" [{path}]" if path else ""
+
     # PADDING, 16x64x224x224; torch pad (3, 4, 1, 2): W 3 left 4 right, H 1 top 2 bottom.
     pad_shape = (16, 64, 224, 224)
     start, end = (0, 0, 1, 3), (0, 0, 2, 4)
     out_pad = 16 * 64 * 227 * 231
     torch_pad = (3, 4, 1, 2)
-    for dtype, modes in (
-        (np.float32, ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"]),
-        (np.float16, ["CONSTANT", "REFLECTION"]),
-        (np.int8, ["CONSTANT", "EDGE"]),
+    peer_modes = {"CONSTANT": "constant", "EDGE": "replicate", "REFLECTION": "reflect"}
+    peer_modes["WRAP"] = "circular"
+    for dtype, modes, paths in (
+        (np.float32, ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"], [None]),
+        (np.float32, ["CONSTANT", "REFLECTION"], ["rows"]),
+        (np.float16, ["CONSTANT", "REFLECTION"], [None, "chunks"]),
+        (np.int8, ["CONSTANT", "EDGE"], [None, "chunks"]),
     ):
         for mode in modes:
             value = np.dtype(dtype).type(3)
-            peer_mode = {
-                "CONSTANT": "constant",
-                "EDGE": "replicate",
-                "REFLECTION": "reflect",
-                "WRAP": "circular",
-            }.get(mode)
+            peer_mode = peer_modes.get(mode)
             if dtype == np.int8 and mode != "CONSTANT":
                 peer_mode = None  # torch has no int8 replicate/reflect on CUDA
             peer = None
@@ -179,34 +195,39 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
                 peer = lambda t: F.pad(t, torch_pad, mode="constant", value=3)  # noqa: E731
             elif peer_mode is not None:
                 peer = lambda t, m=peer_mode: F.pad(t, torch_pad, mode=m)  # noqa: E731
-            add(
-                f"pad {mode.lower()} 16x64x224x224",
-                pad_shape,
-                dtype,
-                lambda x, m=mode, v=value: cb.padding(x, start, end, m, v),
-                peer,
-                out_pad,
-            )
+            for path in paths:
+                add(
+                    f"pad {mode.lower()} 16x64x224x224{tag(path)}",
+                    pad_shape,
+                    dtype,
+                    lambda x, m=mode, v=value, p=path: PAD.padding_on(p, x, start, end, m, v),
+                    peer,
+                    out_pad,
+                )
     # Large-pad (periodic) reflection: DirectML-only semantics.
-    add(
-        "pad reflection pad>=size 64x64x16x16",
-        (64, 64, 16, 16),
-        np.float32,
-        lambda x: cb.padding(x, (0, 0, 20, 20), (0, 0, 20, 20), "REFLECTION", np.float32(0)),
-        None,
-        64 * 64 * 56 * 56,
-    )
+    for path in (None, "rows"):
+        add(
+            f"pad reflection pad>=size 64x64x16x16{tag(path)}",
+            (64, 64, 16, 16),
+            np.float32,
+            lambda x, p=path: PAD.padding_on(
+                p, x, (0, 0, 20, 20), (0, 0, 20, 20), "REFLECTION", np.float32(0)
+            ),
+            None,
+            64 * 64 * 56 * 56,
+        )
 
     # UNFOLD / FOLD
     def unfold_case(label: str, shape: tuple[int, ...], k: int, s: int, p: int) -> None:
         n, c, h, w = shape
         oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         cols = n * c * k * k * oh * ow
+        geo = ((k, k), (s, s), (1, 1), (p, p), (p, p))
         add(
             f"unfold {label}",
             shape,
             np.float32,
-            lambda x: cb.unfold(x, (k, k), (s, s), (1, 1), (p, p), (p, p)),
+            lambda x: UNFOLD.unfold(x, *geo),
             lambda t: F.unfold(t, k, dilation=1, padding=p, stride=s),
             cols,
         )
@@ -214,7 +235,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
             f"fold {label}",
             (n, c * k * k, oh * ow),
             np.float32,
-            lambda x: cb.fold(x, (h, w), (k, k), (s, s), (1, 1), (p, p), (p, p)),
+            lambda x: FOLD.fold(x, (h, w), *geo),
             lambda t: F.fold(t, (h, w), k, dilation=1, padding=p, stride=s),
             n * c * h * w,
             rtol=1e-5,
@@ -226,7 +247,6 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1)
 
     # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
-    # `path` forces one kernel ("tiled", "tiled4", "rows"), to compare them on the same case.
     def pool_case(
         shape: tuple[int, ...],
         k: int,
@@ -238,36 +258,68 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         dims = len(shape) - 2
         outs = [(n + 2 * p - k) // s + 1 for n in shape[2:]]
         pool = F.avg_pool2d if dims == 2 else F.avg_pool3d
+        geo = ((k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims, True)
         add(
-            f"avgpool{dims}d k{k}s{s}p{p} {'x'.join(map(str, shape))}"
-            + (f" [{path}]" if path else ""),
+            f"avgpool{dims}d k{k}s{s}p{p} {'x'.join(map(str, shape))}{tag(path)}",
             shape,
             dtype,
-            lambda x: cb.average_pooling(
-                x, (k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims, True, path=path
-            ),
+            lambda x: POOL.average_pooling_on(path, x, *geo),
             lambda t: pool(t, k, s, p, ceil_mode=False, count_include_pad=True),
             shape[0] * shape[1] * math.prod(outs),
             rtol=1e-5 if dtype == np.float32 else 2e-3,
         )
 
-    pool_case((32, 64, 112, 112), 3, 1, 1)
-    pool_case((32, 64, 112, 112), 3, 1, 1, path="tiled4")
-    pool_case((32, 64, 112, 112), 3, 1, 1, path="rows")
-    pool_case((32, 64, 112, 112), 3, 2, 1)
-    pool_case((32, 64, 112, 112), 3, 2, 1, path="tiled")
-    pool_case((32, 64, 112, 112), 2, 2, 0)
-    pool_case((32, 64, 112, 112), 2, 2, 0, path="tiled")
-    pool_case((32, 64, 112, 112), 2, 2, 0, np.float16)
-    pool_case((32, 64, 112, 112), 3, 1, 1, np.float16)
-    pool_case((1, 64, 224, 224), 3, 1, 1)
-    pool_case((8, 32, 32, 64, 64), 3, 1, 1)
-    pool_case((8, 32, 32, 64, 64), 3, 1, 1, path="tiled4")
-    pool_case((8, 32, 32, 64, 64), 3, 1, 1, path="rows")
-    pool_case((8, 32, 32, 64, 64), 3, 2, 1)
-    pool_case((8, 32, 32, 64, 64), 3, 2, 1, path="tiled")
-    pool_case((8, 32, 32, 64, 64), 2, 2, 0)
-    pool_case((8, 32, 32, 64, 64), 2, 2, 0, path="tiled")
+    for shape, k, s, p, dtype, paths in (
+        ((32, 64, 112, 112), 3, 1, 1, np.float32, [None, "tiled"]),
+        ((32, 64, 112, 112), 3, 2, 1, np.float32, [None, "strip"]),
+        ((32, 64, 112, 112), 2, 2, 0, np.float32, [None]),
+        ((32, 64, 112, 112), 2, 2, 0, np.float16, [None]),
+        ((32, 64, 112, 112), 3, 1, 1, np.float16, [None, "tiled"]),
+        ((1, 64, 224, 224), 3, 1, 1, np.float32, [None, "tiled"]),
+        ((8, 32, 32, 64, 64), 3, 1, 1, np.float32, [None, "tiled"]),
+        ((8, 32, 32, 64, 64), 3, 2, 1, np.float32, [None, "rows"]),
+        ((8, 32, 32, 64, 64), 2, 2, 0, np.float32, [None]),
+    ):
+        for path in paths:
+            pool_case(shape, k, s, p, dtype, path)
+
+    # Small tensors: one 1x3x32x32 image; the call time (host overhead included) is the point.
+    small = (1, 3, 32, 32)
+    add(
+        "small pad constant 1x3x32x32",
+        small,
+        np.float32,
+        lambda x: PAD.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "CONSTANT", np.float32(0)),
+        lambda t: F.pad(t, (1, 1, 1, 1), mode="constant", value=0),
+        1 * 3 * 34 * 34,
+    )
+    geo3 = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    add(
+        "small unfold 3x3 1x3x32x32",
+        small,
+        np.float32,
+        lambda x: UNFOLD.unfold(x, *geo3),
+        lambda t: F.unfold(t, 3, dilation=1, padding=1, stride=1),
+        27 * 1024,
+    )
+    add(
+        "small fold 3x3 1x3x32x32",
+        (1, 27, 1024),
+        np.float32,
+        lambda x: FOLD.fold(x, (32, 32), *geo3),
+        lambda t: F.fold(t, (32, 32), 3, dilation=1, padding=1, stride=1),
+        3 * 1024,
+        rtol=1e-5,
+    )
+    add(
+        "small avgpool2d k3s1p1 1x3x32x32",
+        small,
+        np.float32,
+        lambda x: POOL.average_pooling(x, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), True),
+        lambda t: F.avg_pool2d(t, 3, 1, 1, ceil_mode=False, count_include_pad=True),
+        3 * 1024,
+        rtol=1e-5,
+    )
     return rows
 
 
@@ -279,6 +331,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--profile", action="store_true", help="run each case twice, untimed")
     parser.add_argument(
         "--only",
         action="append",
@@ -286,6 +339,11 @@ def main() -> None:
         help="run cases whose name contains this (repeatable)",
     )
     args = parser.parse_args()
+    global PROFILE
+    PROFILE = args.profile
+    if PROFILE:
+        cases(1, 1.0, args.only)
+        return
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     header = {

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Everything that needs a CUDA device, in one go, from the repository root of a GPU host:
-# the GPU tests, the HTTP suites on the CuPy backend, compute-sanitizer (memcheck, racecheck),
-# the kernel benchmarks against PyTorch and the service benchmark with the CuPy backend.
+# the GPU tests, compute-sanitizer (memcheck, racecheck), the HTTP suites on the CuPy backend,
+# the kernel benchmarks against PyTorch, Nsight Compute counters of the memory-bound kernels and
+# the service benchmark with the CuPy backend.
 #   OUT=some/dir bench/gpu-check.sh [STAGE...]   (default: tests bench)
-#   stages: tests = kernel-tests service-tests; bench = kernel-bench service-bench.
+#   stages: tests = kernel-tests memcheck racecheck service-tests;
+#           bench = memory-bench conv-bench service-bench (kernel-bench = the first two);
+#           ncu (not in the defaults).
+#   Independent stages may run at once in separate invocations with separate OUT folders
+#   (the sanitizers beside kernel-tests, say); the benchmarks and ncu want the GPU alone.
 #   Logs, JSON and markdown land in $OUT; a summary table is printed last.
 set -uo pipefail
 out=${OUT:-gpu-check}
@@ -21,8 +26,9 @@ step() {
   local t0=$SECONDS rc
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   rc=$?
-  printf '%-22s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
-    "$(grep -E 'passed|failed|ERROR SUMMARY|error' "$out/$name.log" | tail -1)" | tee -a "$summary"
+  printf '%-16s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
+    "$(grep -E 'passed|failed|ERROR SUMMARY|RACECHECK SUMMARY|error' "$out/$name.log" | tail -1)" |
+    tee -a "$summary"
   [ "$rc" -eq 0 ] || failed=1
 }
 
@@ -34,25 +40,60 @@ step() {
 } | tee "$out/device.txt"
 
 stages=" ${*:-tests bench} "
+stages=${stages/ tests / kernel-tests memcheck racecheck service-tests }
+stages=${stages/ bench / memory-bench conv-bench service-bench }
+stages=${stages/ kernel-bench / memory-bench conv-bench }
 pytest=(python3 -m pytest -q -p no:cacheprovider -o addopts=-ra)
+# xdist spreads the plain test runs (and their first-use kernel compiles) over the host's
+# cores; not under compute-sanitizer, where its workers did not come up within minutes.
+parallel=("${pytest[@]}")
+python3 -c 'import xdist' 2>/dev/null && parallel+=(-n 8)
 has() { [[ $stages == *" $1 "* ]]; }
-if has tests || has kernel-tests; then
-step kernel-tests 270 "${pytest[@]}" -m gpu tests/kernels
-memcheck_k="seed_example_on_gpu and FLOAT32 or padding_strided and float32 or fold_strided and float32 or unfold_strided and float32 or (average_pooling and contiguous) or signedness_and_zero_points and auto or depthwise_zero_points and channel"
-racecheck_k="(average_pooling and float32 and contiguous and not direct) or (signedness_and_zero_points and channel and auto) or (depthwise_geometry and 1-1)"
-step memcheck 200 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels -k "$memcheck_k"
-step racecheck 100 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels -k "$racecheck_k"
+if has kernel-tests; then
+  step kernel-tests "${KERNEL_TESTS_LIMIT:-300}" "${parallel[@]}" -m gpu tests/kernels
 fi
-if has tests || has service-tests; then
-step service-gpu-tests 120 "${pytest[@]}" -m gpu tests/service tests/clients
-step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
+# Sanitizers: the CuPy pool off so every array is its own allocation (an overrun inside a
+# pooled block would go unseen). memcheck: every memory-bound kernel path on every layout;
+# racecheck: the kernels with shared memory.
+if has memcheck; then
+  memcheck_k="test_launchers or (test_padding and test_strided_inputs and (float16 or int8))"
+  memcheck_k+=" or (test_padding and test_strided_inputs and float32 and chunks)"
+  memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
+  memcheck_k+=" or (test_fold and test_strided_inputs and float32)"
+  memcheck_k+=" or (test_average_pooling and float32 and (strip or rows))"
+  memcheck_k+=" or (signedness_and_zero_points and auto) or (depthwise_zero_points and channel)"
+  step memcheck 240 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck \
+    --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi
-if has bench || has kernel-bench; then
-step bench-kernels 200 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
-step bench-conv 150 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
+if has racecheck; then
+  racecheck_k="(test_padding and test_dtypes_and_modes and (float16 or int8) and rows)"
+  racecheck_k+=" or (test_average_pooling and float32 and contiguous and (tiled or strip))"
+  racecheck_k+=" or (signedness_and_zero_points and channel and auto) or (depthwise_geometry and 1-1)"
+  step racecheck 200 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck \
+    --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi
-if has bench || has service-bench; then
-step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
+if has service-tests; then
+  step service-gpu-tests 120 "${parallel[@]}" -m gpu tests/service tests/clients
+  step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
+fi
+if has memory-bench; then
+  step bench-kernels 240 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
+fi
+if has conv-bench; then
+  step bench-conv 150 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
+fi
+if has ncu; then
+  # Counters of the memory-bound kernels, each case's kernels run twice (bench --profile).
+  metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+  metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum
+  metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed.sum
+  metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+  step ncu 240 ncu --clock-control none --csv --metrics "$metrics" \
+    -k 'regex:pad_|fold_|pool_' python3 bench/bench_kernels.py --profile
+fi
+if has service-bench; then
+  step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
 fi
 
 echo

@@ -142,4 +142,24 @@ __device__ __forceinline__ uint4 load16_unaligned(const unsigned char* src) {
                       __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
 }
 
+// The block's dynamic shared memory (16-byte aligned), as T.
+template <typename T>
+__device__ __forceinline__ T* dynamic_smem() {
+    extern __shared__ __align__(16) unsigned char dml_smem[];
+    return reinterpret_cast<T*>(dml_smem);
+}
+
+// 16 bytes from shared memory at any byte address: the aligned 4-byte words that hold them,
+// funnel-shifted into place (the word after the 16 bytes is read when `src` is unaligned).
+__device__ __forceinline__ uint4 shared_load16(const unsigned char* src) {
+    const unsigned long long a = (unsigned long long)src;
+    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
+    const unsigned sh = (unsigned)(a & 3) * 8u;
+    const unsigned w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    if (sh == 0) return make_uint4(w0, w1, w2, w3);
+    const unsigned w4 = w[4];
+    return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh),
+                      __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
+}
+
 }  // namespace dml

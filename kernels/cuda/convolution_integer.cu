@@ -19,16 +19,19 @@
 
 #include "convolution_integer_common.cuh"
 
+namespace dml {
+
 // ------------------------------------------------------------------------------------------
 // Filter prep: w (M, Cg, R, S) strided -> wp (M, R*S*Cgp), zero in the padded channels, and
 // bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m; each
 // thread owns 4 consecutive channels (one 4-byte store, Cgp is a multiple of 16) and walks the
 // R*S taps with no per-element division.
-template <bool WS>
+template <typename WT>
 __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
                                 const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
                                 int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
                                 long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
     __shared__ int partial[32];
     const int m = blockIdx.x;
     const int RS = Kp / Cgp;
@@ -46,7 +49,7 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
                 if (c4 + b < Cg) v |= static_cast<unsigned>(src[(c4 + b) * ws_c]) << (8 * b);
             }
             dst[(rs * Cgp + c4) >> 2] = v;
-            sum = dml_ci::byte_sum<WS>(v, sum);
+            sum = conv::byte_sum<WS>(v, sum);
             if (++s == S) {
                 s = 0;
                 ++r;
@@ -183,20 +186,22 @@ __device__ __forceinline__ int swz(int row, int chunk) {
     return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
 }
 
-template <bool WS, bool XS, int BM, int BN, int STAGES, bool ZW>
+template <typename WT, typename XT, int BM, int BN, int STAGES, bool ZW>
 __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
     conv_int_igemm(const unsigned char* __restrict__ wp, const unsigned char* __restrict__ xn,
                    const int* __restrict__ w_zp, const int* __restrict__ bias,
                    int* __restrict__ out, int H, int W, int OH, int OW, int R, int S,
                    int stride_h, int stride_w, int dil_h, int dil_w, int pad_h, int pad_w, int M,
                    int Mg, int Cgp, int slots, int Kp, int NP, int P, unsigned zx_pattern) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
     // Scalars arrive one by one (plain launch arguments); grouped here for readability.
     const IgemmParams p{H,       W,        OH,    OW,    R,     S,   stride_h, stride_w, dil_h,
                         dil_w,   pad_h,    pad_w, M,     Mg,    Cgp, slots,    Kp,       NP,
                         P,       zx_pattern};
     using Sh = IgemmShape<BM, BN, STAGES>;
     extern __shared__ __align__(128) unsigned char smem[];
-    const unsigned smem_base = dml_ci::smem_addr(smem);
+    const unsigned smem_base = conv::smem_addr(smem);
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -259,7 +264,7 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
         for (int i = 0; i < Sh::A_ITERS; ++i) {
             const int row = row0 + i * ROWS_PER_PASS;
             const bool ok = a_ok[i] && k_ok;
-            dml_ci::cp_async16(a_base + swz(row, chunk), ok ? a_src[i] + k_next : wp, ok ? 16 : 0);
+            conv::cp_async16(a_base + swz(row, chunk), ok ? a_src[i] + k_next : wp, ok ? 16 : 0);
         }
         const int dy = kr * p.dil_h;
         const int dx = ks * p.dil_w;
@@ -270,13 +275,13 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
             const int ih = b_ih[i] + dy;
             const int iw = b_iw[i] + dx;
             if (!k_ok) {
-                dml_ci::st_shared16(dst, 0u);  // beyond K': neither in the GEMM nor in sum x''
+                conv::st_shared16(dst, 0u);  // beyond K': neither in the GEMM nor in sum x''
             } else if (static_cast<unsigned>(ih) < static_cast<unsigned>(p.H) &&
                        static_cast<unsigned>(iw) < static_cast<unsigned>(p.W)) {
-                dml_ci::cp_async16(
+                conv::cp_async16(
                     dst, b_src[i] + (static_cast<long long>(ih) * p.W + iw) * p.slots + kc, 16);
             } else {
-                dml_ci::st_shared16(dst, p.zx_pattern);  // padding tap = z_x
+                conv::st_shared16(dst, p.zx_pattern);  // padding tap = z_x
             }
         }
         // advance to the next K tile (64 bytes = 4 chunks of 16 <= 4 channel wraps)
@@ -306,7 +311,7 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT) load_tile(s);
-        dml_ci::cp_async_commit();
+        conv::cp_async_commit();
     }
 
     // ldmatrix lane roles (see the m16n8k32 fragment layouts in the PTX ISA):
@@ -317,10 +322,10 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
     const int b_chk = (lane >> 3) & 1;
 
     for (int kt = 0; kt < KT; ++kt) {
-        dml_ci::cp_async_wait<STAGES - 2>();
+        conv::cp_async_wait<STAGES - 2>();
         __syncthreads();
         if (kt + STAGES - 1 < KT) load_tile((kt + STAGES - 1) % STAGES);
-        dml_ci::cp_async_commit();
+        conv::cp_async_commit();
 
         const unsigned a_base = smem_base + (kt % STAGES) * Sh::STAGE_BYTES;
         const unsigned b_base = a_base + BM * 64;
@@ -330,12 +335,12 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
             unsigned bf[Sh::NI][2];
 #pragma unroll
             for (int i = 0; i < Sh::MI; ++i) {
-                dml_ci::ldmatrix_x4(af[i], a_base + swz(a_row + i * 16, kk * 2 + a_chk));
+                conv::ldmatrix_x4(af[i], a_base + swz(a_row + i * 16, kk * 2 + a_chk));
             }
 #pragma unroll
             for (int j = 0; j < Sh::NI; j += 2) {
                 unsigned r[4];
-                dml_ci::ldmatrix_x4(r, b_base + swz(b_row + j * 8, kk * 2 + b_chk));
+                conv::ldmatrix_x4(r, b_base + swz(b_row + j * 8, kk * 2 + b_chk));
                 bf[j][0] = r[0];
                 bf[j][1] = r[1];
                 bf[j + 1][0] = r[2];
@@ -344,18 +349,18 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
             if constexpr (ZW) {
 #pragma unroll
                 for (int j = 0; j < Sh::NI; ++j) {
-                    xsum[j] = dml_ci::byte_sum<XS>(bf[j][0], xsum[j]);
-                    xsum[j] = dml_ci::byte_sum<XS>(bf[j][1], xsum[j]);
+                    xsum[j] = conv::byte_sum<XS>(bf[j][0], xsum[j]);
+                    xsum[j] = conv::byte_sum<XS>(bf[j][1], xsum[j]);
                 }
             }
 #pragma unroll
             for (int i = 0; i < Sh::MI; ++i)
 #pragma unroll
                 for (int j = 0; j < Sh::NI; ++j)
-                    dml_ci::mma_k32<WS, XS>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+                    conv::mma_k32<WS, XS>(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
     }
-    dml_ci::cp_async_wait<0>();
+    conv::cp_async_wait<0>();
 
     // ---- epilogue: out = acc - z_w[m] * sum x''[p] + bias[m], NCHW ---------------------------
     const int gid = lane >> 2;
@@ -407,28 +412,30 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
         }
 }
 
+}  // namespace dml
+
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
 #define IGEMM_ARGS                                                                              \
     const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, int, \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, unsigned
-template __global__ void conv_int_prep_x<true>(const unsigned char*, unsigned char*, int, int,
+template __global__ void dml::conv_int_prep_x<true>(const unsigned char*, unsigned char*, int, int,
                                                int, int, int, unsigned, long long, long long,
                                                long long, long long);
-template __global__ void conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
+template __global__ void dml::conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
                                                 int, int, int, unsigned, long long, long long,
                                                 long long, long long);
-template __global__ void conv_int_prep_w<true>(const unsigned char*, const int*, unsigned char*,
+template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, long long,
                                                long long, long long, long long);
-template __global__ void conv_int_igemm<true, false, 128, 128, 4, false>(
+template __global__ void dml::conv_int_igemm<signed char, unsigned char, 128, 128, 4, false>(
     IGEMM_ARGS);
-template __global__ void conv_int_igemm<true, false, 64, 128, 4, true>(
+template __global__ void dml::conv_int_igemm<signed char, unsigned char, 64, 128, 4, true>(
     IGEMM_ARGS);
-template __global__ void conv_int_igemm<false, true, 128, 64, 4, false>(
+template __global__ void dml::conv_int_igemm<unsigned char, signed char, 128, 64, 4, false>(
     IGEMM_ARGS);
-template __global__ void conv_int_igemm<true, true, 64, 64, 4, false>(
+template __global__ void dml::conv_int_igemm<signed char, signed char, 64, 64, 4, false>(
     IGEMM_ARGS);
-template __global__ void conv_int_igemm<false, false, 32, 128, 4, true>(
+template __global__ void dml::conv_int_igemm<unsigned char, unsigned char, 32, 128, 4, true>(
     IGEMM_ARGS);
 #undef IGEMM_ARGS
 #endif

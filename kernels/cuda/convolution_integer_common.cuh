@@ -3,7 +3,12 @@
 #ifndef DMLSERVE_CONVOLUTION_INTEGER_COMMON_CUH
 #define DMLSERVE_CONVOLUTION_INTEGER_COMMON_CUH
 
-namespace dml_ci {
+namespace dml {
+namespace conv {
+
+// The kernels take the operands' element types (signed char / unsigned char, from the dtype
+// table) and move bytes as unsigned char; these give the signedness.
+template <typename T> struct is_signed_byte { static constexpr bool value = T(-1) < T(0); };
 
 // Bytes arrive as unsigned char; the signedness is a template flag.
 template <bool SIGNED>
@@ -71,6 +76,7 @@ __device__ __forceinline__ int byte_sum(unsigned v, int acc) {
     return r;
 }
 
-}  // namespace dml_ci
+}  // namespace conv
+}  // namespace dml
 
 #endif  // DMLSERVE_CONVOLUTION_INTEGER_COMMON_CUH

@@ -5,10 +5,12 @@
 
 #include "convolution_integer_common.cuh"
 
+namespace dml {
+
 // ------------------------------------------------------------------------------------------
 // CUDA-core path: one thread per output element (n, m, oh, ow), ow fastest.
 // Taps in the padding are skipped: they equal z_x and contribute 0.
-template <bool WS, bool XS>
+template <typename WT, typename XT>
 __global__ void conv_int_direct(const unsigned char* __restrict__ x,
                                 const unsigned char* __restrict__ w,
                                 const int* __restrict__ w_zp, int* __restrict__ out, long long total,
@@ -17,6 +19,8 @@ __global__ void conv_int_direct(const unsigned char* __restrict__ x,
                                 int pad_w, int x_zp, long long xs_n, long long xs_c, long long xs_h,
                                 long long xs_w, long long ws_m, long long ws_c, long long ws_r,
                                 long long ws_s) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
     for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
          idx < total; idx += static_cast<long long>(gridDim.x) * blockDim.x) {
         const int ow = static_cast<int>(idx % OW);
@@ -40,10 +44,10 @@ __global__ void conv_int_direct(const unsigned char* __restrict__ x,
                     const int iw = iw0 + s * dil_w;
                     if (iw < 0 || iw >= W) continue;
                     const unsigned xv =
-                        static_cast<unsigned>(dml_ci::widen<XS>(xc[ih * xs_h + iw * xs_w])) -
+                        static_cast<unsigned>(conv::widen<XS>(xc[ih * xs_h + iw * xs_w])) -
                         static_cast<unsigned>(x_zp);
                     const unsigned wv =
-                        static_cast<unsigned>(dml_ci::widen<WS>(wc[r * ws_r + s * ws_s])) - zw;
+                        static_cast<unsigned>(conv::widen<WS>(wc[r * ws_r + s * ws_s])) - zw;
                     acc += xv * wv;  // unsigned: exact modulo 2^32
                 }
             }
@@ -64,7 +68,7 @@ __global__ void conv_int_direct(const unsigned char* __restrict__ x,
 // set up once per CTA and the next image's words are loaded into registers while the current
 // image is computed. All arithmetic is unsigned: exact modulo 2^32. At most 64 registers
 // (4 CTAs of 256 threads per SM): the kernel is latency-bound, occupancy pays.
-namespace dml_ci {
+namespace conv {
 constexpr int TILED_U = 4;  // input words per thread in flight
 
 // Load descriptor of one input word of the tile (the same for every image of the CTA).
@@ -106,9 +110,9 @@ __device__ __forceinline__ unsigned tile_word_load(const unsigned char* base, co
     }
     return v;
 }
-}  // namespace dml_ci
+}  // namespace conv
 
-template <bool WS, bool XS, int MB, int V, bool WIDE>
+template <typename WT, typename XT, int MB, int V, bool WIDE>
 __global__ void __launch_bounds__(256, 4) conv_int_tiled(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int N, int M, int Mg, int Cg, int H,
@@ -116,7 +120,9 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
     int pad_h, int pad_w, int x_zp, int TH, int TW, int IHT, int IWT, int CC, int tiles_w,
     int mchunks, int NB, int pipe, long long xs_n, long long xs_c, long long xs_h,
     long long xs_w, long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
-    constexpr int U = dml_ci::TILED_U;
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    constexpr int U = conv::TILED_U;
     extern __shared__ __align__(16) unsigned smem_u[];
     const int plane = IHT * IWT;
     const int RS = R * S;
@@ -188,7 +194,7 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
                 const int r = rs / S;
                 const unsigned char b =
                     w[m * ws_m + (c0 + c) * ws_c + r * ws_r + (rs - r * S) * ws_s];
-                v = static_cast<unsigned>(dml_ci::widen<WS>(b)) - static_cast<unsigned>(w_zp[m]);
+                v = static_cast<unsigned>(conv::widen<WS>(b)) - static_cast<unsigned>(w_zp[m]);
             }
             filt[i] = v;
         }
@@ -196,7 +202,7 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
     // Word `item` of the flattened (channel, row, word) list of a chunk starting at channel c0;
     // `base` only fixes the alignment (the same for every image of the CTA).
     auto describe = [&](const unsigned char* base, int c0, int item, int items) {
-        dml_ci::TileWord d{0, -1, 0};
+        conv::TileWord d{0, -1, 0};
         if (item >= items) return d;  // also every item when wpr == 0
         const int cr = item / wpr;
         const int k = item - cr * wpr;
@@ -270,25 +276,25 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
 
     if (WIDE && pipe) {
         const int items = Cg * IHT * wpr;  // <= U * nthr (host-checked)
-        dml_ci::TileWord d[U];
+        conv::TileWord d[U];
         unsigned v[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) d[u] = describe(group_base(n0), 0, tid + u * nthr, items);
 #pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = dml_ci::tile_word_load(group_base(n0), d[u], span);
+        for (int u = 0; u < U; ++u) v[u] = conv::tile_word_load(group_base(n0), d[u], span);
         zero_borders(Cg);
         load_filter(0, Cg);
         for (int n = n0; n < n1; ++n) {
             __syncthreads();  // the previous image's readers are done
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                if (d[u].dst >= 0) dml_ci::tile_word_store<XS>(tile, d[u], v[u], lo, span, zx);
+                if (d[u].dst >= 0) conv::tile_word_store<XS>(tile, d[u], v[u], lo, span, zx);
             }
             __syncthreads();
             if (n + 1 < n1) {  // next image's words in flight during this image's arithmetic
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
-                    v[u] = dml_ci::tile_word_load(group_base(n + 1), d[u], span);
+                    v[u] = conv::tile_word_load(group_base(n + 1), d[u], span);
                 }
             }
             compute(Cg, acc);
@@ -309,16 +315,16 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
             if (WIDE) {  // flattened (channel, row, word): U loads in flight per thread
                 const int items = cc_n * IHT * wpr;
                 for (int b0 = tid; b0 < items; b0 += U * nthr) {
-                    dml_ci::TileWord d[U];
+                    conv::TileWord d[U];
                     unsigned v[U];
 #pragma unroll
                     for (int u = 0; u < U; ++u) d[u] = describe(xg, c0, b0 + u * nthr, items);
 #pragma unroll
-                    for (int u = 0; u < U; ++u) v[u] = dml_ci::tile_word_load(xg, d[u], span);
+                    for (int u = 0; u < U; ++u) v[u] = conv::tile_word_load(xg, d[u], span);
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         if (d[u].dst >= 0) {
-                            dml_ci::tile_word_store<XS>(tile, d[u], v[u], lo, span, zx);
+                            conv::tile_word_store<XS>(tile, d[u], v[u], lo, span, zx);
                         }
                     }
                 }
@@ -332,7 +338,7 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
                                                static_cast<long long>(ih) * xs_h;
                     for (int col = lo + lane; col < hi; col += 32) {
                         const unsigned char byte = src[static_cast<long long>(iw0 + col) * xs_w];
-                        dst[col] = static_cast<unsigned>(dml_ci::widen<XS>(byte)) - zx;
+                        dst[col] = static_cast<unsigned>(conv::widen<XS>(byte)) - zx;
                     }
                 }
             }
@@ -344,24 +350,26 @@ __global__ void __launch_bounds__(256, 4) conv_int_tiled(
     }
 }
 
+}  // namespace dml
+
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-template __global__ void conv_int_direct<true, false>(const unsigned char*, const unsigned char*,
+template __global__ void dml::conv_int_direct<signed char, unsigned char>(const unsigned char*, const unsigned char*,
                                                       const int*, int*, long long, int, int, int,
                                                       int, int, int, int, int, int, int, int, int,
                                                       int, int, int, int, long long, long long,
                                                       long long, long long, long long, long long,
                                                       long long, long long);
-template __global__ void conv_int_tiled<false, true, 1, 4, true>(
+template __global__ void dml::conv_int_tiled<unsigned char, signed char, 1, 4, true>(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
     int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
     int, int, long long, long long, long long, long long, long long, long long, long long,
     long long);
-template __global__ void conv_int_tiled<true, false, 4, 4, false>(
+template __global__ void dml::conv_int_tiled<signed char, unsigned char, 4, 4, false>(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
     int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
     int, int, long long, long long, long long, long long, long long, long long, long long,
     long long);
-template __global__ void conv_int_tiled<true, true, 2, 4, true>(
+template __global__ void dml::conv_int_tiled<signed char, signed char, 2, 4, true>(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int,
     int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
     int, int, long long, long long, long long, long long, long long, long long, long long,

@@ -1,12 +1,19 @@
 // PADDING (DML_PADDING1_OPERATOR_DESC): CONSTANT, EDGE, REFLECTION, SYMMETRIC, WRAP on
 // tensors of rank 1..8, any dtype (moved as 1/2/4/8-byte words).
 //
-// Work split: the output is a set of rows (its innermost dim, after the host collapsed
-// unpadded contiguous dims); each thread writes one 16-byte chunk of one row, chunks aligned
-// to the buffer so full chunks are single 16-byte stores (common.cuh, chunk_span). The outer
-// coordinates are decoded once per chunk with multiply-high division, mirrored once per
-// chunk, and an interior chunk is one shifted 16-byte copy of the source row. Only chunks
-// touching the row's border resolve elements one by one.
+// The output is a set of rows (its innermost dim, after the host collapsed unpadded contiguous
+// dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
+// stores (common.cuh, chunk_span). Two kernels:
+//
+// pad_rows: G lanes (a power of two up to a warp) per output row. The group decodes and
+// mirrors the row's outer coordinates once, copies its source row into shared memory with
+// aligned 16-byte loads, then builds each output chunk from shared memory: interior chunks as
+// one shifted 16-byte read, border elements through the mirror map. Narrow types get several
+// rows per warp and no per-element global loads. Needs a unit inner stride and a source row
+// that fits the group's shared-memory slot.
+//
+// pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
+// from global memory (any strides, any row length).
 #include "common.cuh"
 
 namespace dml {
@@ -23,10 +30,13 @@ struct PadParams {
     int pad_lo[8];
     FastDivmod out_div[8];     // division by out_size[d] (outer dims)
     FastDivmod chunk_div;      // division by chunks per row
+    FastDivmod period_div;     // division by the inner dim's mirror period (periodic maps)
+    int period_offset;         // a multiple of that period above the inner dim's start pad
     int mode;
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
-    int unused;
+    int row_bytes;             // pad_rows: bytes of one group's shared-memory slot
+    int chunks;                // chunks per output row
 };
 
 // The source index of position j (outside [0, n)) of an axis of size n (SEMANTICS.md §4).
@@ -55,26 +65,26 @@ __device__ __forceinline__ int pad_source(int j, int n, int mode, int periodic) 
     return r < n ? r : period - 1 - r;
 }
 
-template <int BYTES, int R, typename IDX>
-__global__ void __launch_bounds__(256)
-pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
-           const PadParams p) {
-    typedef typename Bits<BYTES>::type T;
-    const int V = Chunk<BYTES>::N;
-    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
-    if (t >= (IDX)p.total_chunks) return;
+// pad_source for the inner dim, with the periodic maps' modulo as a multiply-high division
+// (j + period_offset >= 0 always).
+__device__ __forceinline__ int pad_source_inner(int j, int n, int mode, const PadParams& p) {
+    if (!p.periodic || mode == PAD_EDGE || (mode == PAD_REFLECTION && n == 1)) {
+        return pad_source(j, n, mode, 0);
+    }
+    const unsigned u = (unsigned)(j + p.period_offset);
+    const int period = (int)p.period_div.d;
+    const int r = (int)(u - fast_div(u, p.period_div) * (unsigned)period);
+    if (mode == PAD_WRAP) return r;
+    if (mode == PAD_REFLECTION) return r < n ? r : period - r;
+    return r < n ? r : period - 1 - r;  // PAD_SYMMETRIC
+}
 
-    IDX row, chunk;
-    divmod<IDX>(t, p.chunk_div, row, chunk);
-    const int width = p.out_size[R - 1];
-    const IDX row_start = row * (IDX)width;
-    const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, chunk, width);
-    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
-    const int c0 = span.c0;
-
-    // Outer coordinates -> source row offset, once per chunk.
+// The source row offset of output row `row` (outer coordinates decoded and mirrored), and
+// whether the row lies in CONSTANT padding (then it is all fill).
+template <int R, typename IDX>
+__device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool& fill) {
     IDX src = 0;
-    bool fill = false;
+    fill = false;
     IDX rest = row;
 #pragma unroll
     for (int d = R - 2; d >= 0; --d) {
@@ -97,6 +107,29 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
         }
         src += (IDX)j * (IDX)p.in_stride[d];
     }
+    return src;
+}
+
+template <int BYTES, int R, typename IDX>
+__global__ void __launch_bounds__(256)
+pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+           const PadParams p) {
+    typedef typename Bits<BYTES>::type T;
+    const int V = Chunk<BYTES>::N;
+    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
+    if (t >= (IDX)p.total_chunks) return;
+
+    IDX row, chunk;
+    divmod<IDX>(t, p.chunk_div, row, chunk);
+    const int width = p.out_size[R - 1];
+    const IDX row_start = row * (IDX)width;
+    const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, chunk, width);
+    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
+    const int c0 = span.c0;
+
+    // Outer coordinates -> source row offset, once per chunk.
+    bool fill;
+    const IDX src = pad_source_row<R, IDX>(p, row, fill);
 
     const T value = (T)p.value;
     const int lo = p.pad_lo[R - 1];
@@ -118,7 +151,7 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
                         c.e[i] = value;
                         continue;
                     }
-                    j = pad_source(j, n, p.mode, p.periodic);
+                    j = pad_source_inner(j, n, p.mode, p);
                 }
                 c.e[i] = __ldg(x + (src + (IDX)j * step));
             }
@@ -127,9 +160,98 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
     store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
 }
 
+// One group of G lanes per output row (p.total_chunks holds the number of rows here).
+// Shared memory per group: p.row_bytes, the source row copied block by block so that slot
+// byte 16 + phase holds the row's first byte (phase = its address modulo 16), with 16 bytes
+// of slack on both sides for the shifted 16-byte reads.
+template <int BYTES, int R, typename IDX, int MODE, int G>
+__global__ void __launch_bounds__(256)
+pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+         const PadParams p) {
+    typedef typename Bits<BYTES>::type T;
+    const int V = Chunk<BYTES>::N;
+    const int lane = (int)threadIdx.x & (G - 1);
+    const int group = (int)threadIdx.x / G;
+    unsigned char* slot = dynamic_smem<unsigned char>() + group * p.row_bytes;
+    const IDX row = (IDX)blockIdx.x * (IDX)(blockDim.x / G) + (IDX)group;
+    const bool live = row < (IDX)p.total_chunks;
+    const int width = p.out_size[R - 1];
+    const int n = p.in_size[R - 1];
+    const int lo = p.pad_lo[R - 1];
+
+    bool fill = true;
+    int phase = 0;
+    if (live) {
+        const IDX src = pad_source_row<R, IDX>(p, row, fill);
+        if (!fill) {
+            const unsigned long long a = (unsigned long long)(x + src);
+            const unsigned long long a0 = a & ~15ull;
+            const unsigned long long a1 = a + (unsigned long long)n * BYTES;
+            phase = (int)(a - a0);
+            const int blocks = (int)((a1 + 15 - a0) >> 4);
+            for (int b = lane; b < blocks; b += G) {
+                const unsigned long long ba = a0 + 16ull * (unsigned long long)b;
+                unsigned char* dst = slot + 16 + 16 * b;
+                if (ba >= a && ba + 16 <= a1) {
+                    *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(ba));
+                } else {
+                    // The row's first or last block: only the row's own elements.
+#pragma unroll
+                    for (int e = 0; e < V; ++e) {
+                        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
+                        if (ea >= a && ea < a1) {
+                            reinterpret_cast<T*>(dst)[e] = __ldg(reinterpret_cast<const T*>(ea));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    __syncwarp();
+    if (!live) return;
+
+    const T value = (T)p.value;
+    const unsigned char* row0 = slot + 16 + phase;
+    const T* srow = reinterpret_cast<const T*>(row0);
+    const IDX row_start = row * (IDX)width;
+    for (int ch = lane; ch < p.chunks; ch += G) {
+        const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, (IDX)ch, width);
+        if (span.first >= span.end) continue;
+        const int c0 = span.c0;
+        Chunk<BYTES> c;
+        if (fill) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) c.e[i] = value;
+        } else if (span.first == 0 && span.end == V && c0 >= lo && c0 + V <= lo + n) {
+            c.v = shared_load16(row0 + (c0 - lo) * BYTES);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                if (i >= span.first && i < span.end) {
+                    int j = c0 + i - lo;
+                    if ((unsigned)j >= (unsigned)n) {
+                        if (MODE == PAD_CONSTANT) {
+                            c.e[i] = value;
+                            continue;
+                        }
+                        j = pad_source_inner(j, n, MODE, p);
+                    }
+                    c.e[i] = srow[j];
+                }
+            }
+        }
+        store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
+    }
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+template __global__ void dml::pad_rows<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_rows<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
+template __global__ void dml::pad_rows<4, 2, long long, 3, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_rows<8, 1, int, 4, 1>(const unsigned long long*, unsigned long long*, const dml::PadParams);
+template __global__ void dml::pad_rows<1, 8, int, 1, 2>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_chunks<1, 1, int>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_chunks<2, 4, int>(const unsigned short*, unsigned short*, const dml::PadParams);
 template __global__ void dml::pad_chunks<4, 4, int>(const unsigned int*, unsigned int*, const dml::PadParams);

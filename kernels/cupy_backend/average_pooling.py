@@ -5,27 +5,35 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
-from ..dtypes import from_numpy
 from ..geometry import blocks_per_dimension
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
     INT32_LIMIT,
+    Launch,
+    Plan,
     fast_divmod,
     fill_divisors,
     grid_for,
     index_type,
-    make_struct,
+    launch,
+    param_struct,
+    run,
+    sm_count,
 )
-from ._loader import get_kernel
 
-__all__ = ["average_pooling"]
+__all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 
-PARAMS = make_struct(
+Path = Literal["strip", "rows", "tiled", "direct"]
+PATHS: tuple[Path, ...] = ("strip", "rows", "tiled", "direct")
+
+PARAMS = param_struct(
+    "average_pooling.cu",
+    "dml::PoolParams",
     [
         ("x_stride_n", "<i8", 0),
         ("x_stride_c", "<i8", 0),
@@ -50,18 +58,19 @@ PARAMS = make_struct(
         ("taps", "<f4", 0),
         ("groups_div", FAST_DIVMOD, 0),
         ("contiguous", "<i4", 0),
-    ]
+        ("strip_div", FAST_DIVMOD, 3),
+        ("run_planes", "<i4", 0),
+        ("unused", "<i4", 0),
+    ],
 )
 
 # Window sizes compiled as template constants (others are read at run time).
 SPECIALISED_WINDOWS = (1, 2, 3)
-# Kernel paths; each can be switched off here, falling back to the generic tiled kernel.
-USE_SPECIALISED_TILES = True
-USE_ROWS_KERNEL = True
 # W positions per pool_tiled work item. Measured on an H200 (bench_kernels.py, run 4): 4
-# positions per item were slower than 1 (2-D k3s1 146 vs 127 us, 3-D k3s1 299 vs 223 us), so
-# each item is one element; 4 stays available (path "tiled4") for other shapes.
+# positions per item were slower than 1 (2-D k3s1 146 vs 127 us, 3-D k3s1 299 vs 223 us).
 TILE_VECTOR = 1
+# pool_strip: warps to aim for per SM when choosing the D runs (more runs re-read more halo).
+STRIP_WARPS_PER_SM = 32
 # pool_rows reads every tap from global memory (L1/L2 absorb the re-reads): it beat the tiles
 # while each input element is read at most ~3.4 times per output plane pass (k3s2: 2-D
 # 57 vs 75 us, 3-D 94 vs 114 us) and lost at 9 and 27 reads (k3s1 2-D, 3-D).
@@ -127,12 +136,81 @@ def reads_per_element(window: Sequence[int], stride: Sequence[int]) -> float:
     return math.prod(k / st for k, st in zip(window, stride, strict=True))
 
 
-class _Plan(NamedTuple):
-    out_shape: tuple[int, ...]
-    kernel: Any
-    grid: tuple[int, int, int]
-    shared_mem: int
-    params: np.ndarray
+def _strip_axes(
+    sizes: Sequence[int],
+    window: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start: Sequence[int],
+    end: Sequence[int],
+) -> bool:
+    """Whether pool_strip takes this geometry: unit dilations, windows of 1..3 with pads
+    inside them, strides 1 or 2 across the row (W) and, in 3-D, down the tile (H)."""
+    if any(d != 1 for d in dilations) or any(not 1 <= k <= 3 for k in window):
+        return False
+    if any(a >= k or b >= k for a, b, k in zip(start, end, window, strict=True)):
+        return False
+    inner = strides[1:] if len(sizes) == 3 else strides[-1:]
+    return all(st in (1, 2) for st in inner)
+
+
+def _strip_plan(
+    shape: tuple[int, ...],
+    xs: list[int],
+    dtype: np.dtype,
+    geometry: tuple[tuple[int, ...], ...],
+    out3: list[int],
+    p: np.ndarray,
+) -> Launch | None:
+    """pool_strip over the 3-D form: 2-D pools walk H (the D axis of the kernel) with unit
+    rows, 1-D pools have unit D and H."""
+    window, strides, _, start, _ = geometry
+    n, c, *sizes = shape
+    dims = len(sizes)
+    # kernel axes (D, H, W) <- pool axes
+    axes = {1: (None, None, 0), 2: (0, None, 1), 3: (0, 1, 2)}[dims]
+    k3 = [window[a] if a is not None else 1 for a in axes]
+    s3 = [strides[a] if a is not None else 1 for a in axes]
+    pad3 = [start[a] if a is not None else 0 for a in axes]
+    size3 = [sizes[a] if a is not None else 1 for a in axes]
+    st3 = [xs[2 + a] if a is not None else 0 for a in axes]
+    o3 = [out3[3 - dims + a] if a is not None else 1 for a in axes]
+    v = 16 // dtype.itemsize
+    lanes = min(32, 1 << max(0, (-(-o3[2] // v) - 1).bit_length()))
+    spans = -(-o3[2] // (lanes * v))
+    ty = 1 if dims < 3 else min(4 if s3[1] == 1 else 2, 1 << max(0, (o3[1] - 1).bit_length()))
+    tiles = -(-o3[1] // ty)
+    per_run = n * c * tiles * spans
+    want = sm_count() * STRIP_WARPS_PER_SM * 32
+    runs = max(1, min(o3[0], -(-want // (per_run * lanes))))
+    run_planes = -(-o3[0] // runs)
+    runs = -(-o3[0] // run_planes)
+    items = per_run * runs
+    if items > INT32_LIMIT:
+        return None
+    p["x_stride"] = st3
+    p["size"] = size3
+    p["out"] = o3
+    p["window"] = k3
+    p["stride"] = s3
+    p["dilation"] = [1, 1, 1]
+    p["pad_lo"] = pad3
+    p["total"] = items
+    fill_divisors(p["strip_div"], [runs, tiles, spans])
+    p["run_planes"] = run_planes
+    groups = BLOCK // lanes
+    return launch(
+        "average_pooling_strip.cu",
+        "pool_strip",
+        dtype,
+        *k3,
+        s3[1],
+        s3[2],
+        pad3[2],
+        ty,
+        lanes,
+        grid=(-(-items // groups), 1, 1),
+    )
 
 
 @functools.lru_cache(maxsize=512)
@@ -142,24 +220,25 @@ def _plan(
     dtype: np.dtype,
     geometry: tuple[tuple[int, ...], ...],
     include_padding: bool,
-    path: str | None = None,
-) -> _Plan:
+    path: Path | None = None,
+) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` ("tiled", "tiled1" / "tiled4" = W positions per tile work item, "rows", "direct")
-    forces a kernel, for tests and measurements; None chooses: pool_rows where windows re-read
-    little (non-overlapping windows, stride 2 with window 3), else pool_tiled, else pool_direct.
+    ``path`` forces a kernel where it applies (tests run every case through each; "strip"
+    falls back to the others' choice where it does not); None chooses pool_strip for
+    overlapping small windows (but pool_rows for 1-D and 2-D windows that re-read little, such
+    as k3s2), pool_rows where windows re-read little, else pool_tiled, else pool_direct.
     """
-    window_size, strides, dilations, start_padding, _ = geometry
+    window_size, strides, dilations, start_padding, end_padding = geometry
     n, c, *sizes = shape
     dims = len(sizes)
     out_sizes = blocks_per_dimension(sizes, *geometry)
     out_shape = (n, c, *out_sizes)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
-        return _Plan(out_shape, None, (1, 1, 1), 0, p)
+        return Plan(out_shape, None, p)
 
-    # Unit leading axes turn 1-D and 2-D pooling into the 3-D form of the kernel.
+    # Unit leading axes turn 1-D and 2-D pooling into the 3-D form of the kernels.
     lead = 3 - dims
     xs = [s // dtype.itemsize for s in byte_strides]
     out3 = [1] * lead + list(out_sizes)
@@ -167,6 +246,22 @@ def _plan(
     stride3 = [1] * lead + list(strides)
     dilation3 = [1] * lead + list(dilations)
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
+    p["channel_div"] = fast_divmod(c)
+    p["include_padding"] = int(include_padding)
+    p["taps"] = math.prod(window_size)
+
+    # Measured on an H100 (NOTES-memory-kernels.md, run 5): the strip kernel beats the tiles on
+    # overlapping windows (2-D k3s1 68 vs 54 % of copy, 3-D k3s1 83 vs 40 %) and pool_rows on
+    # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %) and stays.
+    overlapping = any(k > st for k, st in zip(window_size, strides, strict=True))
+    few_reads = reads_per_element(window_size, strides) <= ROWS_MAX_READS
+    strip_fits = _strip_axes(sizes, window_size, strides, dilations, start_padding, end_padding)
+    strip_wins = overlapping and not (dims <= 2 and few_reads)
+    if path == "strip" or (path is None and strip_wins and strip_fits):
+        if strip_fits and (kernel := _strip_plan(shape, xs, dtype, geometry, out3, p)) is not None:
+            return Plan(out_shape, kernel, p)
+        path = None
+
     p["x_stride"] = [0] * lead + xs[2:]
     p["size"] = [1] * lead + list(sizes)
     p["out"] = out3
@@ -175,16 +270,7 @@ def _plan(
     p["dilation"] = dilation3
     p["pad_lo"] = [0] * lead + list(start_padding)
     fill_divisors(p["out_div"], out3)
-    p["channel_div"] = fast_divmod(c)
-    p["include_padding"] = int(include_padding)
-    p["taps"] = math.prod(window_size)
-
-    cpp = from_numpy(dtype).info.cpp
-    if (
-        path is None
-        and USE_ROWS_KERNEL
-        and reads_per_element(window_size, strides) <= ROWS_MAX_READS
-    ):
+    if path is None and few_reads:
         path = "rows"
     if path == "rows":
         v = outputs_per_thread(window3[2], dtype.itemsize)
@@ -196,9 +282,9 @@ def _plan(
             xs[-1] == 1 and stride3[2] == window3[2] and (window3[2] == 1 or dilation3[2] == 1)
         )
         idx = index_type(shape, xs, math.prod(out_shape), total)
-        k = ", ".join(str(_constant(w)) for w in window3)
-        kernel = get_kernel("average_pooling.cu", f"dml::pool_rows<{cpp}, {idx}, {k}, {v}>")
-        return _Plan(out_shape, kernel, grid_for(total), 0, p)
+        k = [_constant(w) for w in window3]
+        kernel = launch("average_pooling.cu", "pool_rows", dtype, idx, *k, v, grid=grid_for(total))
+        return Plan(out_shape, kernel, p)
 
     choice = choose_tile(out3, window3, stride3, dilation3)
     # pool_tiled forms in-row offsets in 32 bits.
@@ -206,8 +292,8 @@ def _plan(
     if choice is None or not row_fits or path == "direct":
         total = math.prod(out_shape)
         p["total"] = total
-        kernel = get_kernel("average_pooling.cu", f"dml::pool_direct<{cpp}>")
-        return _Plan(out_shape, kernel, grid_for(total), 0, p)
+        kernel = launch("average_pooling.cu", "pool_direct", dtype, grid=grid_for(total))
+        return Plan(out_shape, kernel, p)
 
     tile, ext = choice
     tiles = [-(-o // t) for o, t in zip(out3, tile, strict=True)]
@@ -217,13 +303,37 @@ def _plan(
     p["in_tile"] = ext
     fill_divisors(p["tiles_div"], tiles)
     p["in_w_div"] = fast_divmod(ext[2])
-    vt = {"tiled1": 1, "tiled4": 4}.get(path or "", TILE_VECTOR)
-    p["in_wv_div"] = fast_divmod(-(-ext[2] // vt))
+    p["in_wv_div"] = fast_divmod(-(-ext[2] // TILE_VECTOR))
     p["tile_w_div"] = fast_divmod(tile[2])
-    p["tile_wv_div"] = fast_divmod(-(-tile[2] // vt))
-    k = ", ".join(str(_constant(w) if USE_SPECIALISED_TILES else 0) for w in window3)
-    kernel = get_kernel("average_pooling.cu", f"dml::pool_tiled<{cpp}, {k}, {vt}>")
-    return _Plan(out_shape, kernel, (ctas, 1, 1), shared_bytes(tile, ext), p)
+    p["tile_wv_div"] = fast_divmod(-(-tile[2] // TILE_VECTOR))
+    k = [_constant(w) for w in window3]
+    kernel = launch(
+        "average_pooling.cu",
+        "pool_tiled",
+        dtype,
+        *k,
+        TILE_VECTOR,
+        grid=(ctas, 1, 1),
+        shared_mem=shared_bytes(tile, ext),
+    )
+    return Plan(out_shape, kernel, p)
+
+
+def average_pooling_on(
+    path: Path | None,
+    x: Any,
+    window_size: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    include_padding: bool,
+) -> Any:
+    """`average_pooling` through the kernel `path` (None: the launcher's choice)."""
+    geometry = tuple(
+        tuple(v) for v in (window_size, strides, dilations, start_padding, end_padding)
+    )
+    return run(_plan(x.shape, x.strides, x.dtype, geometry, bool(include_padding), path), x)
 
 
 def average_pooling(
@@ -234,21 +344,8 @@ def average_pooling(
     start_padding: Sequence[int],
     end_padding: Sequence[int],
     include_padding: bool,
-    *,
-    path: str | None = None,
 ) -> Any:
-    """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums.
-
-    ``path`` forces one kernel ("tiled", "tiled1", "tiled4", "rows", "direct"; for tests and
-    measurements).
-    """
-    import cupy
-
-    geometry = tuple(
-        tuple(v) for v in (window_size, strides, dilations, start_padding, end_padding)
+    """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums."""
+    return average_pooling_on(
+        None, x, window_size, strides, dilations, start_padding, end_padding, include_padding
     )
-    plan = _plan(x.shape, x.strides, x.dtype, geometry, bool(include_padding), path)
-    y = cupy.empty(plan.out_shape, dtype=x.dtype)
-    if plan.kernel is not None:
-        plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]), shared_mem=plan.shared_mem)
-    return y

@@ -4,16 +4,17 @@ tile does not fit). Kernels: `kernels/cuda/convolution_integer.cu`."""
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._loader import get_kernel
+from ..geometry import blocks_per_dimension
+from ._common import INT32_LIMIT, Launch, launch, sm_count
 
-__all__ = ["convolution_integer"]
+__all__ = ["Options", "TiledPlan", "convolution_integer", "convolution_integer_on"]
 
 _SOURCE = "convolution_integer.cu"  # tensor-core path and the layout transforms
 _DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
@@ -30,27 +31,45 @@ _TILES: tuple[tuple[int, int, int, float], ...] = (
 # cores win; those (depthwise, ResNeXt-like narrow groups) take the CUDA-core path.
 _MIN_TC_CHANNELS = 8
 _MIN_TC_OUTPUTS = 8
-# Shared-memory CUDA-core kernel: outputs per thread (template V); bytes of shared memory per CTA
-# it may plan for (filter chunk + input tile, int32 each); input words per thread in flight (the
-# kernel's TILED_U); CTAs per SM to aim for when a CTA takes several images (NB); whether the
-# one-chunk case may prefetch the next image's input during the arithmetic.
-_TILED_V = 4
+# Shared-memory CUDA-core kernel: bytes of shared memory per CTA it may plan for (filter chunk
+# + input tile, int32 each); input words per thread in flight (the kernel's TILED_U).
 _TILED_SMEM_BUDGET = 32 * 1024
 _TILED_U = 4
-_TILED_CTAS_PER_SM = 8
-_TILED_IMAGES_PER_CTA: int | None = None  # None: chosen from the CTA count
-_TILED_PIPELINE = True
 
 
-def _cxx(flag: bool) -> str:
-    return "true" if flag else "false"
+@dataclass(frozen=True)
+class Options:
+    """How the launcher picks its kernels; the defaults are the production choice. Tests and
+    benchmarks pass others to run a path on shapes it would not get, or to compare variants."""
+
+    # "auto": tensor cores where the shape suits them; "cuda_cores": the shared-memory CUDA-core
+    # kernel where its tile fits (else the naive one); "naive": one thread per output.
+    path: Literal["auto", "cuda_cores", "naive"] = "auto"
+    tile: tuple[int, int] | None = None  # tensor-core tile (BM, BN); None: estimated per shape
+    outputs_per_thread: int = 4  # CUDA-core kernel (template V)
+    images_per_cta: int | None = None  # CUDA-core kernel (NB); None: chosen from the CTA count
+    ctas_per_sm: int = 8  # CTAs per SM to aim for when a CTA takes several images
+    prefetch: bool = True  # one-chunk CUDA-core tiles load the next image during the arithmetic
 
 
-@functools.cache
-def _sm_count(device_id: int) -> int:
-    import cupy
+class TiledPlan(NamedTuple):
+    """The CUDA-core kernel's tiling: output channels per CTA, outputs per thread, output tile
+    and its input extent, channels per shared-memory chunk, threads, tile counts, images per
+    CTA, and whether the next image is prefetched."""
 
-    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
+    mb: int
+    v: int
+    th: int
+    tw: int
+    iht: int
+    iwt: int
+    channels: int
+    threads: int
+    tiles_w: int
+    tiles: int
+    mchunks: int
+    images: int
+    prefetch: bool
 
 
 def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
@@ -76,15 +95,14 @@ def _tiled_plan(
     oh: int,
     ow: int,
     geometry: tuple[Sequence[int], ...],
-    sms: int,
-) -> tuple[int, ...] | None:
+    options: Options,
+) -> TiledPlan | None:
     """Tile of the shared-memory CUDA-core kernel, or None where it does not fit (the naive
-    kernel then runs): (MB, V, TH, TW, IHT, IWT, CC, threads, tiles_w, tiles, mchunks, NB,
-    pipe)."""
+    kernel then runs)."""
     (sh, sw), (dh, dw), _ = geometry
     n, c, h, wd = (int(v) for v in x.shape)
     mb = next(v for v in (1, 2, 4) if v >= min(mg, 4))
-    v = _TILED_V if mb <= 2 else 4  # 4 x 8 accumulators would spill under 64 registers
+    v = options.outputs_per_thread if mb <= 2 else 4  # 4 x 8 accumulators would spill
     mchunks = -(-mg // mb)
     tw = ow if ow <= 128 else -(-ow // -(-ow // 128))
     th = -(-oh // -(-oh // max(1, 256 * v // tw)))
@@ -104,18 +122,18 @@ def _tiled_plan(
     tiles_w = -(-ow // tw)
     tiles = -(-oh // th) * tiles_w
     threads = min(256, max(32, -(-th * tw // (v * 32)) * 32))
-    too_big = tiles >= 2**31 or oh * ow >= 2**31 or max(h, wd) * max(sh, sw) >= 2**30
+    too_big = max(tiles, oh * ow, 2 * max(h, wd) * max(sh, sw)) > INT32_LIMIT
     if too_big or g * mchunks > 65535:
         return None
     ctas = tiles * g * mchunks
     # Images per CTA: the filter, borders and addresses are set up once per CTA, and the next
     # image's loads overlap this one's arithmetic; keep enough CTAs to fill the SMs.
-    nb = _TILED_IMAGES_PER_CTA or ctas * n // (sms * _TILED_CTAS_PER_SM)
+    nb = options.images_per_cta or ctas * n // (sm_count() * options.ctas_per_sm)
     nb = max(1, min(n, nb), -(-n // 65535))  # grid z <= 65535
     xs_n = int(x.strides[0])
     words = cg * iht * ((iwt + 3) // 4 + 1)  # input words of a one-chunk tile, at most
     pipe = (
-        _TILED_PIPELINE
+        options.prefetch
         and _wide_rows(x)
         and cc >= cg
         and words <= _TILED_U * 256
@@ -123,14 +141,14 @@ def _tiled_plan(
     )
     if pipe:
         threads = max(threads, -(-words // (_TILED_U * 32)) * 32)  # each thread holds U words
-    return mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, int(pipe)
+    return TiledPlan(mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe)
 
 
 def _wide_rows(x: Any) -> bool:
     """Rows contiguous along W (4-byte word loads) and one image within 32-bit offsets."""
     _, c, h, wd = (int(v) for v in x.shape)
     _, xs_c, xs_h, xs_w = (int(v) for v in x.strides)
-    return xs_w == 1 and (c - 1) * xs_c + (h - 1) * xs_h + wd < 2**31
+    return xs_w == 1 and (c - 1) * xs_c + (h - 1) * xs_h + wd <= INT32_LIMIT
 
 
 def _fits(value: int, signed: bool) -> bool:
@@ -154,6 +172,35 @@ def convolution_integer(
     be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
     Launches on the current CuPy stream and returns a new C-contiguous array.
     """
+    out, _ = convolution_integer_on(
+        Options(),
+        x,
+        w,
+        x_zero_point,
+        w_zero_point,
+        strides,
+        dilations,
+        start_padding,
+        end_padding,
+        group_count,
+    )
+    return out
+
+
+def convolution_integer_on(
+    options: Options,
+    x: Any,
+    w: Any,
+    x_zero_point: int,
+    w_zero_point: np.ndarray,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    group_count: int,
+) -> tuple[Any, TiledPlan | str]:
+    """`convolution_integer` with `options`; also says what ran: the CUDA-core kernel's plan,
+    or "tensor_cores", "naive" ("none" for an empty output)."""
     import cupy
 
     one_d = x.ndim == 3
@@ -165,34 +212,34 @@ def convolution_integer(
     m, cg, r, s = (int(v) for v in w.shape)
     g = int(group_count)
     mg = m // g
-    oh = (h + start_padding[0] + end_padding[0] - ((r - 1) * dilations[0] + 1)) // strides[0] + 1
-    ow = (wd + start_padding[1] + end_padding[1] - ((s - 1) * dilations[1] + 1)) // strides[1] + 1
+    oh, ow = blocks_per_dimension((h, wd), (r, s), strides, dilations, start_padding, end_padding)
     out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
+    ran: TiledPlan | str = "none"
     if out.size:
-        x_signed = x.dtype == np.int8
-        w_signed = w.dtype == np.int8
         zx = int(x_zero_point)
         w_zp = np.ascontiguousarray(np.broadcast_to(np.asarray(w_zero_point, np.int32), (m,)))
         use_tc = (
-            cg >= _MIN_TC_CHANNELS
+            options.path == "auto"
+            and cg >= _MIN_TC_CHANNELS
             and mg >= _MIN_TC_OUTPUTS
-            and _fits(zx, x_signed)
+            and _fits(zx, x.dtype == np.int8)
             and n <= 65535  # grid z of the input transform
-            and n * oh * ow < 2**31  # flat pixel index is 32-bit in the GEMM
-            and h * wd < 2**31
+            and max(n * oh * ow, h * wd) <= INT32_LIMIT  # flat pixel index is 32-bit in the GEMM
         )
         geometry = (strides, dilations, start_padding)
+        plan = None
+        if not use_tc and options.path != "naive":
+            plan = _tiled_plan(x, cg, mg, g, r, s, oh, ow, geometry, options)
         if use_tc:
-            _tensor_core(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
-        elif (
-            plan := _tiled_plan(
-                x, cg, mg, g, r, s, oh, ow, geometry, _sm_count(cupy.cuda.Device().id)
-            )
-        ) is not None:
-            _tiled(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed, plan)
+            _tensor_core(x, w, zx, w_zp, geometry, g, out, options.tile)
+            ran = "tensor_cores"
+        elif plan is not None:
+            _tiled(x, w, zx, w_zp, geometry, g, out, plan)
+            ran = plan
         else:
-            _direct(x, w, zx, w_zp, geometry, g, out, x_signed, w_signed)
-    return out.reshape(n, m, ow) if one_d else out
+            _direct(x, w, zx, w_zp, geometry, g, out)
+            ran = "naive"
+    return (out.reshape(n, m, ow) if one_d else out), ran
 
 
 def _i32(v: int) -> np.int32:
@@ -211,8 +258,6 @@ def _direct(
     geometry: tuple[Sequence[int], ...],
     g: int,
     out: Any,
-    x_signed: bool,
-    w_signed: bool,
 ) -> None:
     import cupy
 
@@ -220,25 +265,20 @@ def _direct(
     n, m, oh, ow = out.shape
     _, _, h, wd = x.shape
     _, cg, r, s = w.shape
-    kernel = get_kernel(_DIRECT_SOURCE, f"conv_int_direct<{_cxx(w_signed)}, {_cxx(x_signed)}>")
     total = out.size
-    threads = 256
-    blocks = min(math.ceil(total / threads), 1 << 20)
+    blocks = min(math.ceil(total / 256), 1 << 20)
+    kernel = launch(_DIRECT_SOURCE, "conv_int_direct", w.dtype, x.dtype, grid=(blocks, 1, 1))
     zp_dev = cupy.asarray(w_zp)
     zx32 = _wrap32(zx)
     kernel(
-        (blocks,),
-        (threads,),
-        (
-            x,
-            w,
-            zp_dev,
-            out,
-            _i64(total),
-            *(_i32(v) for v in (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, zx32)),
-            *(_i64(v) for v in x.strides),
-            *(_i64(v) for v in w.strides),
-        ),
+        x,
+        w,
+        zp_dev,
+        out,
+        _i64(total),
+        *(_i32(v) for v in (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, zx32)),
+        *(_i64(v) for v in x.strides),
+        *(_i64(v) for v in w.strides),
     )
 
 
@@ -250,9 +290,7 @@ def _tiled(
     geometry: tuple[Sequence[int], ...],
     g: int,
     out: Any,
-    x_signed: bool,
-    w_signed: bool,
-    plan: tuple[int, ...],
+    plan: TiledPlan,
 ) -> None:
     import cupy
 
@@ -261,21 +299,31 @@ def _tiled(
     _, _, h, wd = x.shape
     _, cg, r, s = w.shape
     mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
-    wide = _wide_rows(x)
-    name = f"conv_int_tiled<{_cxx(w_signed)}, {_cxx(x_signed)}, {mb}, {v}, {_cxx(wide)}>"
-    kernel = get_kernel(_DIRECT_SOURCE, name)
     smem = 4 * (-(-cc * r * s * mb // 4) * 4 + cc * iht * iwt)
+    kernel = launch(
+        _DIRECT_SOURCE,
+        "conv_int_tiled",
+        w.dtype,
+        x.dtype,
+        mb,
+        v,
+        _wide_rows(x),
+        grid=(tiles, g * mchunks, -(-n // nb)),
+        block=(threads, 1, 1),
+        shared_mem=smem,
+    )
     zp_dev = cupy.asarray(w_zp)
     ints = (
         *(n, m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx)),
-        *(th, tw, iht, iwt, cc, tiles_w, mchunks, nb, pipe),
+        *(th, tw, iht, iwt, cc, tiles_w, mchunks, nb, int(pipe)),
     )
     kernel(
-        (tiles, g * mchunks, -(-n // nb)),
-        (threads,),
-        (x, w, zp_dev, out, *(_i32(v) for v in ints))
-        + tuple(_i64(v) for v in (*x.strides, *w.strides)),
-        shared_mem=smem,
+        x,
+        w,
+        zp_dev,
+        out,
+        *(_i32(v) for v in ints),
+        *(_i64(v) for v in (*x.strides, *w.strides)),
     )
 
 
@@ -292,8 +340,7 @@ def _tensor_core(
     geometry: tuple[Sequence[int], ...],
     g: int,
     out: Any,
-    x_signed: bool,
-    w_signed: bool,
+    tile: tuple[int, int] | None,
 ) -> None:
     import cupy
 
@@ -311,13 +358,8 @@ def _tensor_core(
     wp = cupy.empty((m, kp), dtype=cupy.uint8)
     bias = cupy.empty((m,), dtype=cupy.int32)
     zp_dev = cupy.asarray(w_zp)
-    prep_w = get_kernel(_SOURCE, f"conv_int_prep_w<{_cxx(w_signed)}>")
-    prep_w(
-        (m,),
-        (128,),
-        (w, zp_dev, wp, bias, *(_i32(v) for v in (cg, s, cgp, kp, zx)))
-        + tuple(_i64(v) for v in w.strides),
-    )
+    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(m, 1, 1), block=(128, 1, 1))
+    prep_w(w, zp_dev, wp, bias, *(_i32(v) for v in (cg, s, cgp, kp, zx)), *map(_i64, w.strides))
 
     # Input -> (N, H, W, G*Cgp), padded channels = z_x.
     xn = cupy.empty((n, h, wd, slots), dtype=cupy.uint8)
@@ -325,29 +367,32 @@ def _tensor_core(
     sn, sc, sh_, sw_ = x.strides
     plane_contiguous = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
     vec = plane_contiguous and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and x.data.ptr % 16 == 0
-    prep_x = get_kernel(_SOURCE, f"conv_int_prep_x<{_cxx(vec)}>")
+    prep_x = launch(
+        _SOURCE, "conv_int_prep_x", vec, grid=(math.ceil(h * wd / 64), math.ceil(slots / 64), n)
+    )
     prep_x(
-        (math.ceil(h * wd / 64), math.ceil(slots / 64), n),
-        (256,),
-        (x, xn, *(_i32(v) for v in (h, wd, cg, cgp, slots)), np.uint32(zx_byte))
-        + tuple(_i64(v) for v in x.strides),
+        x,
+        xn,
+        *(_i32(v) for v in (h, wd, cg, cgp, slots)),
+        np.uint32(zx_byte),
+        *map(_i64, x.strides),
     )
 
     pixels = n * oh * ow
     zw_any = bool(np.any(w_zp != 0))
-    bm, bn = _pick_tile(mg, pixels, g, _sm_count(cupy.cuda.Device().id))
-    name = (
-        f"conv_int_igemm<{_cxx(w_signed)}, {_cxx(x_signed)}, {bm}, {bn}, {_STAGES}, {_cxx(zw_any)}>"
+    bm, bn = tile or _pick_tile(mg, pixels, g, sm_count())
+    gemm: Launch = launch(
+        _SOURCE,
+        "conv_int_igemm",
+        w.dtype,
+        x.dtype,
+        bm,
+        bn,
+        _STAGES,
+        zw_any,
+        grid=(math.ceil(pixels / bn), math.ceil(mg / bm), g),
+        block=(128, 1, 1),
+        shared_mem=_STAGES * (bm + bn) * 64,
     )
-    kernel = get_kernel(_SOURCE, name)
-    smem = _STAGES * (bm + bn) * 64
-    if smem > 48 * 1024:  # above the default dynamic limit the kernel must opt in
-        kernel.max_dynamic_shared_size_bytes = smem
-    grid = (math.ceil(pixels / bn), math.ceil(mg / bm), g)
     ints = (h, wd, oh, ow, r, s, sh, sw, dh, dw, ph, pw, m, mg, cgp, slots, kp, pixels, oh * ow)
-    kernel(
-        grid,
-        (128,),
-        (wp, xn, zp_dev, bias, out, *(_i32(v) for v in ints), np.uint32(zx_byte * 0x01010101)),
-        shared_mem=smem,
-    )
+    gemm(wp, xn, zp_dev, bias, out, *(_i32(v) for v in ints), np.uint32(zx_byte * 0x01010101))

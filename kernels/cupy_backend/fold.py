@@ -5,28 +5,31 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ..dtypes import from_numpy
 from ..geometry import blocks_per_dimension
 from ._common import (
-    BLOCK,
     FAST_DIVMOD,
+    Plan,
+    chunks_per_row,
     fast_divmod,
     fill_divisors,
     grid_for,
     index_type,
-    make_struct,
+    launch,
+    param_struct,
+    run,
 )
-from ._loader import get_kernel
 
 __all__ = ["fold"]
 
 MAX_DIMS = 6
 
-PARAMS = make_struct(
+PARAMS = param_struct(
+    "fold.cu",
+    "dml::FoldParams",
     [
         ("col_stride_n", "<i8", 0),
         ("col_stride_r", "<i8", 0),
@@ -50,7 +53,7 @@ PARAMS = make_struct(
         ("channel_div", FAST_DIVMOD, 0),
         ("taps", "<i4", 0),
         ("unused", "<i4", 0),
-    ]
+    ],
 )
 
 
@@ -62,13 +65,6 @@ def _suffix_products(values: Sequence[int]) -> list[int]:
     return out
 
 
-class _Plan(NamedTuple):
-    out_shape: tuple[int, ...]
-    kernel: Any
-    grid: tuple[int, int, int]
-    params: np.ndarray
-
-
 @functools.lru_cache(maxsize=512)
 def _plan(
     shape: tuple[int, ...],
@@ -76,7 +72,7 @@ def _plan(
     dtype: np.dtype,
     output_sizes: tuple[int, ...],
     geometry: tuple[tuple[int, ...], ...],
-) -> _Plan:
+) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches."""
     window_sizes, strides, dilations, start_padding, end_padding = geometry
     n, rows, _ = shape
@@ -87,13 +83,11 @@ def _plan(
     out_shape = (n, c, *output_sizes)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
-        return _Plan(out_shape, None, (1, 1, 1), p)
+        return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
     width = output_sizes[-1]
-    per_chunk = 16 // itemsize
-    # Chunks are aligned to the buffer (chunk_span), so a row may need one more.
-    chunks_per_row = -(-(width + per_chunk - 1) // per_chunk)
-    total = math.prod(out_shape) // width * chunks_per_row
+    chunks = chunks_per_row(width, itemsize)
+    total = math.prod(out_shape) // width * chunks
 
     gcds = [math.gcd(s, d) for s, d in zip(strides, dilations, strict=True)]
     k_steps = [s // g for s, g in zip(strides, gcds, strict=True)]
@@ -117,14 +111,13 @@ def _plan(
     fill_divisors(p["stride_div"], strides)
     fill_divisors(p["gcd_div"], gcds)
     fill_divisors(p["k_step_div"], k_steps)
-    p["chunk_div"] = fast_divmod(chunks_per_row)
+    p["chunk_div"] = fast_divmod(chunks)
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
 
     idx = index_type(shape, xs, math.prod(out_shape), total)
-    cpp = from_numpy(dtype).info.cpp
-    kernel = get_kernel("fold.cu", f"dml::fold_chunks<{cpp},{dims},{idx}>")
-    return _Plan(out_shape, kernel, grid_for(total), p)
+    kernel = launch("fold.cu", "fold_chunks", dtype, dims, idx, grid=grid_for(total))
+    return Plan(out_shape, kernel, p)
 
 
 def fold(
@@ -141,13 +134,7 @@ def fold(
     Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
     fixed, so results are deterministic.
     """
-    import cupy
-
     geometry = tuple(
         tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
     )
-    plan = _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry)
-    y = cupy.empty(plan.out_shape, dtype=x.dtype)
-    if plan.kernel is not None:
-        plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]))
-    return y
+    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry), x)

@@ -5,27 +5,31 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from ..geometry import blocks_per_dimension
 from ._common import (
-    BLOCK,
     FAST_DIVMOD,
+    Plan,
+    chunks_per_row,
     fast_divmod,
     fill_divisors,
     grid_for,
     index_type,
-    make_struct,
+    launch,
+    param_struct,
+    run,
 )
-from ._loader import get_kernel
 
 __all__ = ["unfold"]
 
 MAX_DIMS = 6
 
-PARAMS = make_struct(
+PARAMS = param_struct(
+    "unfold.cu",
+    "dml::UnfoldParams",
     [
         ("x_stride_n", "<i8", 0),
         ("x_stride_c", "<i8", 0),
@@ -43,15 +47,8 @@ PARAMS = make_struct(
         ("channel_div", FAST_DIVMOD, 0),
         ("block_count", "<i4", 0),
         ("unused", "<i4", 0),
-    ]
+    ],
 )
-
-
-class _Plan(NamedTuple):
-    out_shape: tuple[int, ...]
-    kernel: Any
-    grid: tuple[int, int, int]
-    params: np.ndarray
 
 
 @functools.lru_cache(maxsize=512)
@@ -60,7 +57,7 @@ def _plan(
     byte_strides: tuple[int, ...],
     itemsize: int,
     geometry: tuple[tuple[int, ...], ...],
-) -> _Plan:
+) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches."""
     window_sizes, strides, dilations, start_padding, end_padding = geometry
     n, c, *sizes = shape
@@ -71,11 +68,9 @@ def _plan(
     out_shape = (n, c * taps, length)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
-        return _Plan(out_shape, None, (1, 1, 1), p)
-    per_chunk = 16 // itemsize
-    # Chunks are aligned to the buffer (chunk_span), so a row may need one more.
-    chunks_per_row = -(-(length + per_chunk - 1) // per_chunk)
-    total = n * c * taps * chunks_per_row
+        return Plan(out_shape, None, p)
+    chunks = chunks_per_row(length, itemsize)
+    total = n * c * taps * chunks
 
     xs = [s // itemsize for s in byte_strides]
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
@@ -88,14 +83,14 @@ def _plan(
     p["blocks"][:dims] = blocks
     fill_divisors(p["block_div"], blocks)
     fill_divisors(p["window_div"], window_sizes)
-    p["chunk_div"] = fast_divmod(chunks_per_row)
+    p["chunk_div"] = fast_divmod(chunks)
     p["taps_div"] = fast_divmod(taps)
     p["channel_div"] = fast_divmod(c)
     p["block_count"] = length
 
     idx = index_type(shape, xs, math.prod(out_shape), total)
-    kernel = get_kernel("unfold.cu", f"dml::unfold_chunks<{itemsize},{dims},{idx}>")
-    return _Plan(out_shape, kernel, grid_for(total), p)
+    kernel = launch("unfold.cu", "unfold_chunks", itemsize, dims, idx, grid=grid_for(total))
+    return Plan(out_shape, kernel, p)
 
 
 def unfold(
@@ -107,13 +102,7 @@ def unfold(
     end_padding: Sequence[int],
 ) -> Any:
     """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
-    import cupy
-
     geometry = tuple(
         tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
     )
-    plan = _plan(x.shape, x.strides, x.dtype.itemsize, geometry)
-    y = cupy.empty(plan.out_shape, dtype=x.dtype)
-    if plan.kernel is not None:
-        plan.kernel(plan.grid, (BLOCK, 1, 1), (x, y, plan.params[()]))
-    return y
+    return run(_plan(x.shape, x.strides, x.dtype.itemsize, geometry), x)

@@ -1,0 +1,48 @@
+"""CuPy UNFOLD against the NumPy reference: bit-exact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dmlserve.kernels import reference
+
+from ._support import ALL_DTYPES, LAYOUTS, WINDOW_CASES, check, launcher, random_array
+
+pytestmark = pytest.mark.gpu
+
+
+def _unfold(x: Any, *args: Any) -> Any:
+    return launcher("unfold").unfold(x, *args)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_dtypes(dtype: Any) -> None:
+    rng = np.random.default_rng(11)
+    for case in WINDOW_CASES:
+        host = random_array((2, 3, *case[0]), dtype, rng)
+        check(_unfold, reference.unfold, host, "contiguous", case[1:])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS[1:])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8, np.float64], ids=str)
+def test_strided_inputs(layout: str, dtype: Any) -> None:
+    rng = np.random.default_rng(12)
+    for case in WINDOW_CASES:
+        host = random_array((2, 3, *case[0]), dtype, rng)
+        check(_unfold, reference.unfold, host, layout, case[1:])
+
+
+def test_unfold_then_fold_counts_overlaps() -> None:
+    import cupy
+
+    case = ((1, 2), (1, 1), (1, 1), (1, 0))
+    window = (3, 3)
+    ones = cupy.ones((2, 4, 7, 9), dtype=cupy.int32)
+    cols = launcher("unfold").unfold(ones, window, *case)
+    counts = launcher("fold").fold(cols, (7, 9), window, *case)
+    host = np.ones((2, 4, 7, 9), np.int32)
+    expected = reference.fold(reference.unfold(host, window, *case), (7, 9), window, *case)
+    np.testing.assert_array_equal(cupy.asnumpy(counts), expected)
