@@ -32,9 +32,13 @@ image=${SMOKE_IMAGE:-localhost/dmlserve:smoke-$target}
 name=dmlserve-smoke-$$
 deadline_s=${SMOKE_READY_TIMEOUT_S:-120}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+base_repo=localhost/dmlserve-base
 # python:3.12-slim's runtime packages (ca-certificates, netbase, tzdata), plus Debian's
 # python3 and its venv module, which the official image builds from source instead.
 base_packages=python3,python3-venv,ca-certificates,netbase,tzdata
+# The pip that Debian's venv module bootstraps (23.0) reads its own CA bundle, not the
+# system's; this points it, and every later pip, at the system's, as Debian's python3-pip is.
+base_pip_conf=$'[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n'
 
 t0=$SECONDS
 phase() { printf '\n-- %s (%ds)\n' "$*" $((SECONDS - t0)); }
@@ -45,10 +49,8 @@ need runc runc
 need python3 python3
 
 started=0
-pip_conf=
 cleanup() {
   local rc=$?
-  [[ -z $pip_conf ]] || rm -f "$pip_conf"
   if ((started)); then
     if ((rc != 0)); then
       echo "---- container logs ($name) ----" >&2
@@ -64,15 +66,16 @@ trap cleanup EXIT
 
 local_base() {
   local recipe tag rootfs
-  recipe="debootstrap minbase bookworm $mirror $base_packages"
-  tag=localhost/dmlserve-base:bookworm-$(printf '%s' "$recipe" | sha256sum | cut -c1-12)
+  recipe="debootstrap minbase bookworm $base_packages; /etc/pip.conf: $base_pip_conf"
+  tag=$base_repo:bookworm-$(printf '%s' "$recipe" | sha256sum | cut -c1-12)
   if ! "${podman[@]}" image exists "$tag"; then
     need debootstrap debootstrap
-    phase "making the local base $tag ($recipe)" >&2
+    phase "making the local base $tag (debootstrap: $base_packages)" >&2
     rootfs=$(mktemp -d)
     debootstrap --variant=minbase --include="$base_packages" bookworm "$rootfs" "$mirror" \
       >"$rootfs.log" 2>&1 || { tail -20 "$rootfs.log" >&2; rm -rf "$rootfs"; die "debootstrap"; }
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs.log"
+    printf '%s' "$base_pip_conf" >"$rootfs/etc/pip.conf"
     tar -C "$rootfs" --exclude=./dev/* --exclude=./proc/* --exclude=./sys/* -c . |
       "${podman[@]}" import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
@@ -102,15 +105,12 @@ fi
 
 phase "build --target $target"
 # pip in the build trusts the host's CA bundle (for a TLS-inspecting proxy on the way to
-# PyPI): bind-mounted for the RUN steps only, it leaves no trace in the image's layers.
+# PyPI): it is bind-mounted over the base's own bundle for the RUN steps only, a file both
+# bases have, so nothing of the host is left in the image's layers.
 build_mounts=()
 host_ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 if [[ -f $host_ca ]]; then
-  pip_conf=$(mktemp)
-  printf '[global]\ncert = /etc/ssl/certs/host-ca-bundle.crt\n' >"$pip_conf"
-  chmod 644 "$pip_conf"
-  build_mounts=(-v "$(realpath "$host_ca"):/etc/ssl/certs/host-ca-bundle.crt:ro"
-    -v "$pip_conf:/etc/pip.conf:ro")
+  build_mounts=(-v "$(realpath "$host_ca"):/etc/ssl/certs/ca-certificates.crt:ro")
 fi
 # Docker format: the OCI image format has no HEALTHCHECK, which this test runs.
 build_log=$(mktemp)
@@ -123,10 +123,13 @@ fi
 echo "$(grep ' STEP ' "$build_log" | grep -vc ': FROM ') steps, $(grep -c '^--> Using cache' "$build_log") from cache;" \
   "$image: $(("$("${podman[@]}" image inspect --format '{{.Size}}' "$image")" >> 20)) MiB"
 rm -f "$build_log"
-# Reruns after a change would otherwise pile up the replaced image's layers.
+# Reruns after a change would otherwise pile up the replaced image's layers, and old bases.
 if [[ -n $previous && $previous != $("${podman[@]}" image inspect --format '{{.Id}}' "$image") ]]; then
   "${podman[@]}" rmi "$previous" >/dev/null 2>&1 || true
 fi
+for old in $("${podman[@]}" images --format '{{.Repository}}:{{.Tag}}' "$base_repo"); do
+  [[ $old == "$base" ]] || "${podman[@]}" rmi "$old" >/dev/null 2>&1 || true
+done
 
 phase "run as the image's user, read-only root, no capabilities"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
