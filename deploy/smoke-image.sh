@@ -91,7 +91,13 @@ if [[ -n ${SMOKE_PYTHON_IMAGE:-} ]]; then
   base=$SMOKE_PYTHON_IMAGE
 else
   # An unqualified name would need a registries.conf search list; Docker Hub is the default.
-  [[ ${published%%/*} == *.* ]] && qualified=$published || qualified=docker.io/library/$published
+  if [[ $published == */* && ${published%%/*} == *[.:]* ]]; then
+    qualified=$published
+  elif [[ $published == */* ]]; then
+    qualified=docker.io/$published
+  else
+    qualified=docker.io/library/$published
+  fi
   if "${podman[@]}" image exists "$qualified" || "${podman[@]}" pull -q "$qualified" >/dev/null 2>&1
   then
     base=$qualified
@@ -120,11 +126,14 @@ if ! "${podman[@]}" build --format docker --target "$target" --build-arg PYTHON_
   tail -40 "$build_log" >&2
   die "podman build (log: $build_log)"
 fi
-echo "$(grep ' STEP ' "$build_log" | grep -vc ': FROM ') steps, $(grep -c '^--> Using cache' "$build_log") from cache;" \
-  "$image: $(("$("${podman[@]}" image inspect --format '{{.Size}}' "$image")" >> 20)) MiB"
+steps=$(grep ' STEP ' "$build_log" | grep -vc ': FROM ')
+cached=$(grep -c '^--> Using cache' "$build_log")
+size_mib=$(("$("${podman[@]}" image inspect --format '{{.Size}}' "$image")" >> 20))
+echo "$steps steps, $cached from cache; $image: $size_mib MiB"
 rm -f "$build_log"
 # Reruns after a change would otherwise pile up the replaced image's layers, and old bases.
-if [[ -n $previous && $previous != $("${podman[@]}" image inspect --format '{{.Id}}' "$image") ]]; then
+current=$("${podman[@]}" image inspect --format '{{.Id}}' "$image")
+if [[ -n $previous && $previous != "$current" ]]; then
   "${podman[@]}" rmi "$previous" >/dev/null 2>&1 || true
 fi
 for old in $("${podman[@]}" images --format '{{.Repository}}:{{.Tag}}' "$base_repo"); do
@@ -132,7 +141,11 @@ for old in $("${podman[@]}" images --format '{{.Repository}}:{{.Tag}}' "$base_re
 done
 
 phase "run as the image's user, read-only root, no capabilities"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(python3 -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
 started=1
 # The image's health check command is run below, on demand: Podman's own timer needs systemd.
 "${podman[@]}" run -d --name "$name" "${limits[@]}" --network host --no-healthcheck \
@@ -194,7 +207,9 @@ body = {
         "StartPadding": [0, 0, 1, 2],
         "EndPadding": [0, 0, 1, 2],
     },
-    "inputs": {"InputTensor": {"DataType": "INT32", "Sizes": [1, 1, 2, 3], "data": [1, 2, 3, 4, 5, 6]}},
+    "inputs": {
+        "InputTensor": {"DataType": "INT32", "Sizes": [1, 1, 2, 3], "data": [1, 2, 3, 4, 5, 6]}
+    },
 }
 # Rows [1 2 3], [4 5 6] reflected about their edges (the edge not repeated): one row above
 # and below, two columns left and right.
