@@ -126,8 +126,8 @@ if ! "${podman[@]}" build --format docker --target "$target" --build-arg PYTHON_
   tail -40 "$build_log" >&2
   die "podman build (log: $build_log)"
 fi
-steps=$(grep ' STEP ' "$build_log" | grep -vc ': FROM ')
-cached=$(grep -c '^--> Using cache' "$build_log")
+steps=$(grep ' STEP ' "$build_log" | grep -vc ': FROM ' || true)
+cached=$(grep -c '^--> Using cache' "$build_log" || true)  # grep -c exits 1 on a count of 0
 size_mib=$(("$("${podman[@]}" image inspect --format '{{.Size}}' "$image")" >> 20))
 echo "$steps steps, $cached from cache; $image: $size_mib MiB"
 rm -f "$build_log"
