@@ -4,29 +4,36 @@
 #   docker build --target gpu -t dmlserve:gpu .   # CuPy + CUDA 13 wheels (needs the NVIDIA runtime)
 #   docker build --target cpu -t dmlserve:cpu .   # slim Python + NumPy
 # Every Python package comes from a hashed lock in deploy/ (regenerate with
-# deploy/update-locks.sh); base images are pinned by tag.
+# deploy/update-locks.sh); base images are pinned by tag. PYTHON_IMAGE may be any Debian-family
+# image whose `python3` (3.11 or 3.12; the locks resolve the same for both) has its venv
+# module: deploy/smoke-image.sh builds the cpu target on a local Debian bookworm base that way
+# where the registry cannot be reached.
 
 ARG PYTHON_IMAGE=python:3.12.12-slim-bookworm
 ARG GPU_BASE_IMAGE=ubuntu:24.04
 
 # ---------------------------------------------------------------------------
-# wheel: build the dmlserve wheel once, for both targets (pure Python + .cu sources).
+# wheel: build the dmlserve wheel once, for both targets (pure Python + .cu sources). The
+# build tools go in a venv of their own: a distribution's python3 refuses system-wide
+# installs (PEP 668), and nothing of this stage reaches the images but the wheel.
 FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY deploy/requirements-build.txt deploy/requirements-build.txt
-RUN python -m pip install --no-cache-dir --require-hashes -r deploy/requirements-build.txt
+RUN python3 -m venv /opt/build \
+    && /opt/build/bin/python -m pip install --no-cache-dir --require-hashes \
+        -r deploy/requirements-build.txt
 COPY pyproject.toml README.md ./
 COPY kernels kernels
 COPY service service
 COPY clients clients
 COPY src src
-RUN python -m pip wheel --no-cache-dir --no-deps --no-build-isolation -w /wheels .
+RUN /opt/build/bin/python -m pip wheel --no-cache-dir --no-deps --no-build-isolation -w /wheels .
 
 # ---------------------------------------------------------------------------
 # cpu-venv: the NumPy backend's virtual environment.
 FROM ${PYTHON_IMAGE} AS cpu-venv
 COPY deploy/requirements-build.txt deploy/requirements-lock.txt /tmp/req/
-RUN python -m venv /opt/venv \
+RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/python -m pip install --no-cache-dir --require-hashes \
         -r /tmp/req/requirements-build.txt \
     && /opt/venv/bin/python -m pip install --no-cache-dir --require-hashes \
