@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..wire import buffer_extent
+
 __all__ = [
     "BLOCK",
     "FAST_DIVMOD",
@@ -55,7 +57,7 @@ def index_type(shape: Sequence[int], strides: Sequence[int], *counts: int) -> st
     ``strides`` are the input's element strides; ``counts`` the other element counts the
     kernel indexes (outputs, threads).
     """
-    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=True)) + 1
+    extent = buffer_extent(shape, strides)
     return "int" if max(extent, *counts) <= INT32_LIMIT else "long long"
 
 
