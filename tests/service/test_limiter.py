@@ -8,8 +8,9 @@ import time
 import anyio
 import pytest
 
+from dmlserve.service.concurrency import ComputeLimiter
 from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
-from dmlserve.service.executor import ComputeLimiter, Timings
+from dmlserve.service.work import Timings
 
 
 async def _wait_idle(limiter: ComputeLimiter, seconds: float = 5.0) -> None:
