@@ -1,20 +1,16 @@
 """Tensors on the wire: `data` (JSON numbers), `b64`, and the KServe binary framing.
 
-One codec for the service's `/v1` and `/v2` and for the SDK. It knows JSON values, bytes and
-NumPy, and no HTTP: the framing here is the byte layout of a body (JSON header, then each binary
-tensor's bytes), whatever carries it. It lives in `kernels` because that is the one package both
-the server and the SDK import (the SDK may not import the service).
+One codec for the service's `/v1` and `/v2` and for the SDK; it lives in `kernels`, the one
+package both import. It knows JSON values, bytes and NumPy, no HTTP: the framing is the byte
+layout of a body (JSON header, then each binary tensor's bytes), whatever carries it.
 
-Decoding checks DataType, Sizes, Strides and byte counts against each other and against the
-limits before any array is built. Byte payloads become arrays through `np.frombuffer` over the
-received bytes: no per-element Python object is made for them. A tensor with Strides addresses a
-flat buffer, as DML_BUFFER_TENSOR_DESC does; that buffer may be longer than what the Sizes and
-Strides address (a row pitch, DirectML's 4-byte rounding), never shorter, and all of its bytes
-count against the limits. A packed tensor's buffer is exact, or rounded up to 4 bytes.
-
-Rule-breaking tensors raise `DescriptorError` (a 422 in the service), over-limit ones
-`LimitExceededError` (413), and a binary section that does not match its JSON `FramingError`
-(400): the caller decides what each becomes.
+Layouts and byte counts are checked against each other and the limits before any array is
+built; byte payloads become arrays through `np.frombuffer`, never per-element objects. With
+Strides the payload is a flat DML buffer that may be longer than the extent it addresses (a
+row pitch, DirectML's 4-byte rounding), never shorter, all its bytes counting against the
+limits; a packed buffer is exact, or rounded up to 4 bytes. Errors: `DescriptorError` for a
+broken rule, `LimitExceededError` over a limit, `FramingError` for a binary section that does
+not match its JSON header; the caller decides what each becomes.
 """
 
 from __future__ import annotations
@@ -206,7 +202,8 @@ def decode_tensor(
         if not isinstance(b64, str):
             _bad(loc, "b64", "b64 must be a string")
         # The decoded size, known from the text's length, counts before anything is decoded.
-        _check_limit(len(b64) // 4 * 3, max_tensor_bytes, f"buffer of {_dotted(loc)}")
+        size = len(b64) // 4 * 3 - b64[-2:].count("=")
+        _check_limit(size, max_tensor_bytes, f"buffer of {_dotted(loc)}")
         try:
             raw_b = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError) as exc:

@@ -66,8 +66,8 @@ class V1Decoded(Decoded):
 
 
 @dataclass(frozen=True)
-class V1Exchange:
-    """`POST /v1/execute` (operator in the body) or `/v1/operators/{name}/execute`."""
+class BodyExchange:
+    """What every HTTP exchange shares: the body read, its limits, and the model, if any."""
 
     body: Body
     max_tensor_bytes: int
@@ -88,6 +88,10 @@ class V1Exchange:
     @property
     def model(self) -> str:
         return self.registered.name if self.registered else ""
+
+
+class V1Exchange(BodyExchange):
+    """`POST /v1/execute` (operator in the body) or `/v1/operators/{name}/execute`."""
 
     def decode(self) -> V1Decoded:
         doc = load_json(self.body.json)

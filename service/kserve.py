@@ -18,8 +18,7 @@ from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.dtypes import DataType, from_kserve, from_numpy
 from dmlserve.kernels.wire import BinarySection, HostTensor, decode_tensor, encode_payload
 from dmlserve.kernels.wire import packed_bytes as packed
-from dmlserve.service.body import Body
-from dmlserve.service.codec import load_json, validate
+from dmlserve.service.codec import BodyExchange, load_json, validate
 from dmlserve.service.pipeline import Decoded
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import tensor_response
@@ -52,33 +51,13 @@ class InferDecoded(Decoded):
     binary: dict[str, bool] | None = None  # output name -> sent as binary?
 
 
-@dataclass(frozen=True)
-class InferExchange:
+class InferExchange(BodyExchange):
     """`POST /v2/models/{name}/infer` on a registered operator."""
-
-    body: Body
-    registered: RegisteredOperator
-    max_tensor_bytes: int
-
-    @property
-    def received_bytes(self) -> int:
-        return self.body.received_bytes
-
-    @property
-    def decode_bytes(self) -> int:
-        return len(self.body.json)
-
-    @property
-    def operator(self) -> str:
-        return self.registered.type
-
-    @property
-    def model(self) -> str:
-        return self.registered.name
 
     def decode(self) -> InferDecoded:
         req = validate(InferRequest, load_json(self.body.json))
         binary = wants_binary(req)
+        assert self.registered is not None
         op = self.registered.operator
         inputs = decode_inputs(req.inputs, self.body.section(), op, self.max_tensor_bytes)
         return InferDecoded(op, inputs, request_id=req.id, binary=binary)

@@ -91,4 +91,4 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     state = state_of(request)
     reg = _model(state, name, version)
     body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, InferExchange(body, reg, state.settings.max_tensor_bytes))
+    return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
