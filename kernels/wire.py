@@ -275,6 +275,8 @@ def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
         try:
             values = np.asarray(values, dtype=object).reshape(-1).tolist()
         except ValueError:
+            values = [[]]  # NumPy refuses some ragged nestings, builds lists of others
+        if any(type(v) is list for v in values):
             _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
     if not set(map(type, values)) <= {int, float, bool}:
         _bad(loc, "data", "data must hold numbers only")
