@@ -30,25 +30,6 @@ from .descriptors._base import MAX_TENSOR_RANK
 from .dtypes import DataType, from_numpy, parse_data_type
 from .errors import DescriptorError, ErrorItem, LimitExceededError, Loc
 
-__all__ = [
-    "ENCODINGS",
-    "HEADER_LENGTH",
-    "BinarySection",
-    "Encoding",
-    "FramingError",
-    "HostTensor",
-    "Layout",
-    "as_tensor_view",
-    "buffer_extent",
-    "check_layout",
-    "decode_tensor",
-    "encode_payload",
-    "encode_tensor",
-    "packed_bytes",
-    "parse_header_length",
-    "split_framed",
-]
-
 #: A tensor's payload: `data` (a JSON array), `b64`, or bytes in the binary section.
 Encoding = Literal["json", "b64", "binary"]
 ENCODINGS: tuple[Encoding, ...] = ("json", "b64", "binary")

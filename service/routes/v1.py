@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -12,8 +13,9 @@ from dmlserve.service.body import read_body
 from dmlserve.service.codec import V1Exchange, parse_json, validate
 from dmlserve.service.pipeline import run
 from dmlserve.service.registration import register as register_operator
+from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
-from dmlserve.service.routes._route import KeyedRoute, direct
+from dmlserve.service.routes._route import E, KeyedRoute, direct
 from dmlserve.service.schemas import (
     ExecuteRequest,
     ExecuteResponse,
@@ -55,17 +57,23 @@ def _body_doc(model: type) -> dict[str, Any]:
 router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, route_class=KeyedRoute)
 
 
-@router.post(
-    "/execute",
-    response_model=ExecuteResponse,
-    summary="Execute an operator given inline",
-    openapi_extra=_body_doc(ExecuteRequest),
-)
-@direct
+def _execute_route(path: str, summary: str, body: type) -> Callable[[E], E]:
+    """An execute endpoint: a `direct` route answering an ExecuteResponse."""
+    post = router.post(
+        path, response_model=ExecuteResponse, summary=summary, openapi_extra=_body_doc(body)
+    )
+    return lambda endpoint: post(direct(endpoint))
+
+
+@_execute_route("/execute", "Execute an operator given inline", ExecuteRequest)
 async def execute(request: Request) -> Response:
+    return await _execute(request)
+
+
+async def _execute(request: Request, registered: RegisteredOperator | None = None) -> Response:
     state = state_of(request)
     body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, V1Exchange(body, state.settings.max_tensor_bytes))
+    return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
 
 
 @router.post(
@@ -98,15 +106,8 @@ async def delete_operator(name: str, state: StateDep) -> Response:
     return json_response(state.registry.remove(name).to_json())
 
 
-@router.post(
-    "/operators/{name}/execute",
-    response_model=ExecuteResponse,
-    summary="Execute a registered operator",
-    openapi_extra=_body_doc(OperatorExecuteRequest),
+@_execute_route(
+    "/operators/{name}/execute", "Execute a registered operator", OperatorExecuteRequest
 )
-@direct
 async def execute_registered(name: str, request: Request) -> Response:
-    state = state_of(request)
-    reg = state.registry.get(name)
-    body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, reg))
+    return await _execute(request, state_of(request).registry.get(name))
