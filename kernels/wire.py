@@ -122,27 +122,27 @@ def check_layout(
         dt = parse_data_type(data_type)
     except ValueError as exc:
         _bad(loc, "DataType", str(exc))
-    if not isinstance(sizes, list | tuple) or not all(type(n) is int for n in sizes):
+    if not isinstance(sizes, (list, tuple)) or not all(type(n) is int for n in sizes):
         _bad(loc, "Sizes", "Sizes must be a list of integers")
     if not 1 <= len(sizes) <= MAX_TENSOR_RANK:
         _bad(loc, "Sizes", f"a tensor has 1 to {MAX_TENSOR_RANK} dimensions, got {len(sizes)}")
-    if any(n < 1 for n in sizes):
+    if min(sizes) < 1:
         _bad(loc, "Sizes", "every size must be at least 1 (DirectML: a size of zero is invalid)")
     shape = tuple(sizes)
-    _check_limit(math.prod(shape) * dt.itemsize, max_tensor_bytes, f"tensor {_dotted(loc)}")
+    _check_limit(math.prod(shape) * dt.itemsize, max_tensor_bytes, "tensor", loc)
     st: tuple[int, ...] | None = None
     if strides is not None:
-        if not isinstance(strides, list | tuple) or not all(type(s) is int for s in strides):
+        if not isinstance(strides, (list, tuple)) or not all(type(s) is int for s in strides):
             _bad(loc, "Strides", "Strides must be a list of integers")
         if len(strides) != len(shape):
             _bad(
                 loc, "Strides", f"Strides needs {len(shape)} entries like Sizes, got {len(strides)}"
             )
-        if any(s < 0 for s in strides):
+        if min(strides) < 0:
             _bad(loc, "Strides", "strides are element counts of at least 0")
         st = tuple(strides)
     layout = Layout(dt, shape, st)
-    _check_limit(layout.extent * dt.itemsize, max_tensor_bytes, f"buffer of {_dotted(loc)}")
+    _check_limit(layout.extent * dt.itemsize, max_tensor_bytes, "buffer of", loc)
     return layout
 
 
@@ -184,7 +184,7 @@ def decode_tensor(
             _bad(loc, "b64", "b64 must be a string")
         # The decoded size, known from the text's length, counts before anything is decoded.
         size = len(b64) // 4 * 3 - b64[-2:].count("=")
-        _check_limit(size, max_tensor_bytes, f"buffer of {_dotted(loc)}")
+        _check_limit(size, max_tensor_bytes, "buffer of", loc)
         try:
             raw_b = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError) as exc:
@@ -198,7 +198,7 @@ def _from_bytes(
 ) -> HostTensor:
     """A tensor over received bytes, zero-copy; too few bytes (or too many, packed) refused."""
     dt, count = layout.data_type, layout.extent
-    _check_limit(len(raw), limit, f"buffer of {_dotted(loc)}")
+    _check_limit(len(raw), limit, "buffer of", loc)
     need = count * dt.itemsize
     longest = len(raw) if layout.strides is not None else need + (-need % 4)
     if not need <= len(raw) <= longest:
@@ -218,7 +218,7 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
     """
     dt, count = layout.data_type, layout.extent
     flat = _flat_numbers(values, loc)
-    _check_limit(len(flat) * dt.itemsize, limit, f"buffer of {_dotted(loc)}")
+    _check_limit(len(flat) * dt.itemsize, limit, "buffer of", loc)
     if len(flat) < count or (layout.strides is None and len(flat) != count):
         what = "Sizes/Strides address" if layout.strides is not None else "Sizes need"
         _bad(loc, "data", f"{what} {count} elements, but data has {len(flat)}")
@@ -264,9 +264,9 @@ def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
     return cast(list[Any], values)
 
 
-def _check_limit(nbytes: int, limit: int | None, what: str) -> None:
+def _check_limit(nbytes: int, limit: int | None, what: str, loc: Loc) -> None:
     if limit is not None and nbytes > limit:
-        raise LimitExceededError("max_tensor_bytes", limit, nbytes, what)
+        raise LimitExceededError("max_tensor_bytes", limit, nbytes, f"{what} {_dotted(loc)}")
 
 
 def _bad(loc: Loc, field: str, msg: str) -> NoReturn:
@@ -340,8 +340,9 @@ def packed_bytes(array: np.ndarray) -> memoryview:
     return a.data.cast("B")
 
 
-def _wire_buffer(array: np.ndarray, compact: bool) -> tuple[memoryview, list[int] | None]:
-    """The bytes to send and, when they are not packed row-major, the element Strides.
+def _wire_array(array: np.ndarray, compact: bool) -> tuple[np.ndarray, list[int] | None]:
+    """The array whose elements are sent and, when they are not the tensor packed row-major,
+    the element Strides that address them.
 
     With `compact`, a view whose elements overlap (0-stride broadcasts, sliding windows) is
     sent as the smallest flat buffer its strides address, with Strides, instead of expanded;
@@ -349,31 +350,34 @@ def _wire_buffer(array: np.ndarray, compact: bool) -> tuple[memoryview, list[int
     """
     itemsize = array.itemsize
     if not compact or array.flags.c_contiguous or array.size == 0:
-        return packed_bytes(array), None
+        return array, None
     if any(s < 0 or s % itemsize for s in array.strides):
-        return packed_bytes(array), None
+        return array, None
     strides = [s // itemsize for s in array.strides]
     span = buffer_extent(array.shape, strides)
     if span >= array.size:
-        return packed_bytes(array), None
+        return array, None
     # Every byte from the first to the last addressed element belongs to the base allocation,
     # so this flat view stays inside it.
-    flat = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(itemsize,))
-    return packed_bytes(flat), strides
+    return np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(itemsize,)), strides
 
 
 def encode_payload(
-    buffer: memoryview, dtype: np.dtype, encoding: Encoding
+    array: np.ndarray, encoding: Encoding
 ) -> tuple[dict[str, Any], memoryview | None]:
-    """A flat little-endian buffer as a payload's JSON fields, and for `binary` its bytes.
+    """The array's elements, row-major, as a payload's JSON fields; for `binary` its bytes.
 
-    `data` is a NumPy array: orjson writes it natively, other encoders need `.tolist()`.
+    `data` is a flat NumPy array: orjson writes it natively, other encoders need `.tolist()`.
     """
-    if encoding == "binary":
-        return {"parameters": {"binary_data_size": buffer.nbytes}}, buffer
+    if encoding == "json":
+        flat = np.ascontiguousarray(array).reshape(-1)
+        return {
+            "data": flat if flat.dtype.isnative else flat.astype(flat.dtype.newbyteorder("="))
+        }, None
+    buffer = packed_bytes(array)
     if encoding == "b64":
         return {"b64": base64.b64encode(buffer).decode("ascii")}, None
-    return {"data": np.frombuffer(buffer, dtype.newbyteorder("<"))}, None
+    return {"parameters": {"binary_data_size": buffer.nbytes}}, buffer
 
 
 def encode_tensor(
@@ -383,13 +387,10 @@ def encode_tensor(
 
     `compact` sends overlapping views (broadcasts) as their smallest buffer with Strides.
     """
-    buffer, strides = _wire_buffer(array, compact)
-    tensor: dict[str, Any] = {
-        "DataType": from_numpy(array.dtype).value,
-        "Sizes": list(array.shape),
-    }
+    sent, strides = _wire_array(array, compact)
+    tensor: dict[str, Any] = {"DataType": from_numpy(array.dtype).value, "Sizes": [*array.shape]}
     if strides is not None:
         tensor["Strides"] = strides
-    fields, chunk = encode_payload(buffer, array.dtype, encoding)
+    fields, chunk = encode_payload(sent, encoding)
     tensor.update(fields)
     return tensor, chunk

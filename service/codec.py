@@ -65,29 +65,19 @@ class V1Decoded(Decoded):
     encoding: Encoding = "json"  # of the response
 
 
-@dataclass(frozen=True)
 class BodyExchange:
     """What every HTTP exchange shares: the body read, its limits, and the model, if any."""
 
-    body: Body
-    max_tensor_bytes: int
-    registered: RegisteredOperator | None = None
-
-    @property
-    def received_bytes(self) -> int:
-        return self.body.received_bytes
-
-    @property
-    def decode_bytes(self) -> int:
-        return len(self.body.json)
-
-    @property
-    def operator(self) -> str:
-        return self.registered.type if self.registered else ""
-
-    @property
-    def model(self) -> str:
-        return self.registered.name if self.registered else ""
+    def __init__(
+        self, body: Body, max_tensor_bytes: int, registered: RegisteredOperator | None = None
+    ) -> None:
+        self.body = body
+        self.max_tensor_bytes = max_tensor_bytes
+        self.registered = registered
+        self.received_bytes = body.received_bytes
+        self.decode_bytes = len(body.json)
+        self.operator = registered.type if registered else ""
+        self.model = registered.name if registered else ""
 
 
 class V1Exchange(BodyExchange):

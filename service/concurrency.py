@@ -76,19 +76,19 @@ class ComputeLimiter:
         `on_dequeue` runs once the request leaves the queue (slot acquired, or given up).
         """
         token = object()
-        try:
-            with anyio.fail_after(timeout_s):
-                # Inline with a free slot and nobody waiting: take it without yielding to the
-                # event loop, so acquire, work and release are one uninterrupted step (no slot
-                # held across a loop turn, where other requests would queue behind it).
-                if not (inline and self._take_free_slot(token, on_dequeue)):
+        # Inline with a free slot and nobody waiting: take it without yielding to the event
+        # loop (or setting up a time limit), so acquire, work and release are one uninterrupted
+        # step: no slot held across a loop turn, where other requests would queue behind it.
+        if not (inline and self._take_free_slot(token, on_dequeue)):
+            try:
+                with anyio.fail_after(timeout_s):
                     await self._queue(token, timings, on_dequeue)
-                if not inline:
-                    return await self._in_thread(fn, token)
-        except TimeoutError:
-            raise GatewayTimeoutError(
-                f"the request exceeded its time limit of {timeout_s:g} s"
-            ) from None
+                    if not inline:
+                        return await self._in_thread(fn, token)
+            except TimeoutError:
+                raise GatewayTimeoutError(
+                    f"the request exceeded its time limit of {timeout_s:g} s"
+                ) from None
         try:
             return fn()
         finally:

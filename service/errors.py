@@ -7,8 +7,7 @@ FastAPI maps the same `status` and `code`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dmlserve.kernels import DescriptorError, LimitExceededError
@@ -141,21 +140,37 @@ def summarize(errors: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) + more
 
 
-@contextmanager
-def kernel_errors(loc: tuple[str | int, ...] = ()) -> Iterator[None]:
-    """Errors of the operator layer as service errors: the one place they are translated.
+#: The operator layer's errors that a request can end in; `from_kernels` translates them.
+KERNEL_ERRORS = (DescriptorError, LimitExceededError, FramingError)
+
+
+def from_kernels(exc: Exception, loc: tuple[str | int, ...] = ()) -> ServiceError:
+    """An error of the operator layer as a service error: the one place they are translated.
 
     A broken DirectML rule is 422, a size over its limit 413, a binary section that does not
     match its header 400. `loc` is prepended to every location (e.g. `("operator",)`).
     """
-    try:
-        yield
-    except DescriptorError as exc:
+    if isinstance(exc, DescriptorError):
         items = [{"loc": [*loc, *e["loc"]], "msg": e["msg"]} for e in exc.errors]
-        raise UnprocessableError(
-            str(exc.prefixed(*loc)) if loc else str(exc), errors=items
-        ) from None
-    except LimitExceededError as exc:
-        raise PayloadTooLargeError(exc.limit_name, exc.limit, exc.actual, exc.what) from None
-    except FramingError as exc:
-        raise BadRequestError(str(exc), errors=exc.errors) from None
+        return UnprocessableError(str(exc.prefixed(*loc)), errors=items)
+    if isinstance(exc, LimitExceededError):
+        return PayloadTooLargeError(exc.limit_name, exc.limit, exc.actual, exc.what)
+    if isinstance(exc, FramingError):
+        return BadRequestError(str(exc), errors=exc.errors)
+    raise TypeError(f"not an error of the operator layer: {exc!r}")
+
+
+class kernel_errors:  # lower case: used as a context manager, as contextlib.suppress is
+    """`from_kernels` around a block: the operator layer's errors leave it as service errors."""
+
+    def __init__(self, loc: tuple[str | int, ...] = ()) -> None:
+        self.loc = loc
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        if isinstance(exc, KERNEL_ERRORS):
+            raise from_kernels(exc, self.loc) from None

@@ -17,7 +17,6 @@ from starlette.responses import Response
 from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.dtypes import DataType, from_kserve, from_numpy
 from dmlserve.kernels.wire import BinarySection, HostTensor, decode_tensor, encode_payload
-from dmlserve.kernels.wire import packed_bytes as packed
 from dmlserve.service.codec import BodyExchange, load_json, validate
 from dmlserve.service.pipeline import Decoded
 from dmlserve.service.registry import RegisteredOperator
@@ -133,9 +132,7 @@ def infer_response(
         if name not in binary:
             continue
         entry = {"name": name, "datatype": from_numpy(array.dtype).kserve, "shape": [*array.shape]}
-        fields, chunk = encode_payload(
-            packed(array), array.dtype, "binary" if binary[name] else "json"
-        )
+        fields, chunk = encode_payload(array, "binary" if binary[name] else "json")
         entry.update(fields)
         if chunk is not None:
             chunks.append(chunk)

@@ -168,9 +168,9 @@ class Observation:
         return self
 
     def finished(self, outcome: Outcome, bytes_out: int) -> None:
-        self.timings = outcome.timings
+        self.timings = outcome.work.timings
         self.bytes_out = bytes_out
-        out = outcome.operator.output_tensor
+        out = outcome.work.operator.output_tensor
         self.batch = out.sizes[0] if out is not None else 1
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:

@@ -9,7 +9,7 @@ its tensors and how to encode the outcome for its protocol. Each step happens on
   device (`device`), on the event loop when the work is tiny (`cost`);
 - encode: `Exchange.encode`, offloaded like decoding.
 
-The operator layer's errors become service errors in one place (`errors.kernel_errors`), and
+The operator layer's errors become service errors in one place (`errors.from_kernels`), and
 the whole walk is observed once in the metrics. Nothing here imports FastAPI: a gRPC server
 calls `run` with its own `Exchange`.
 """
@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from dmlserve.kernels import DescriptorError
 from dmlserve.kernels.wire import HostTensor
 from dmlserve.service.concurrency import offload
 from dmlserve.service.cost import is_tiny
-from dmlserve.service.errors import PayloadTooLargeError, kernel_errors
+from dmlserve.service.errors import KERNEL_ERRORS, PayloadTooLargeError, from_kernels
 from dmlserve.service.metrics import Observation
 from dmlserve.service.work import Outcome, Work
 
@@ -73,27 +74,37 @@ class Exchange(Protocol, Generic[D, R_co]):
 
 async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
     """Serve one request from decoded tensors to the encoded response."""
-    metrics = state.metrics
-    with Observation(metrics, exchange.received_bytes, exchange.operator, exchange.model) as obs:
-        with kernel_errors():
+    metrics, model = state.metrics, exchange.model
+    with Observation(metrics, exchange.received_bytes, exchange.operator, model) as obs:
+        try:
             decoded = await offload(exchange.decode_bytes, exchange.decode)
-        work = bind(state, decoded, exchange.model)
-        obs.operator = str(work.operator.type)
-        outcome = await compute(state, work)
-        response, nbytes = await offload(outcome.output.nbytes, exchange.encode, decoded, outcome)
+            work = bind(state, decoded, model)
+            obs.operator = str(work.operator.type)
+            outcome = await compute(state, work)
+            response, nbytes = await offload(
+                outcome.output.nbytes, exchange.encode, decoded, outcome
+            )
+        except KERNEL_ERRORS as exc:
+            raise from_kernels(exc) from None
         obs.finished(outcome, nbytes)
         return response
 
 
 def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
-    """The decoded descriptor resolved against the decoded tensors: 422 on a broken rule."""
-    with kernel_errors(decoded.loc):
+    """The decoded descriptor resolved against the decoded tensors (`DescriptorError` located
+    where the exchange points)."""
+    try:
         op = state.resolved.bind(decoded.descriptor, decoded.inputs)
+    except DescriptorError as exc:
+        raise exc.prefixed(*decoded.loc) from None
     return Work(op, decoded.inputs, model)
 
 
 async def compute(state: ServiceState, work: Work) -> Outcome:
-    """Run bound work under the limiter, with the output limit checked before allocating."""
+    """Run bound work under the limiter, with the output limit checked before allocating.
+
+    The operator layer's errors come out as they are; the caller translates them.
+    """
     device = state.require_ready()
     s = state.settings
     out = work.operator.output_tensor
@@ -105,12 +116,11 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
     pending = state.metrics.pending(work.label)
     pending.inc()
     inline = device.runs_on_host and is_tiny(work.operator, work.inputs)
-    with kernel_errors():
-        output = await state.limiter.run(
-            lambda: device.run(work),
-            s.request_timeout_s,
-            work.timings,
-            inline=inline,
-            on_dequeue=pending.dec,
-        )
+    output = await state.limiter.run(
+        lambda: device.run(work),
+        s.request_timeout_s,
+        work.timings,
+        inline=inline,
+        on_dequeue=pending.dec,
+    )
     return Outcome(work, output, device.name)

@@ -49,4 +49,5 @@ async def warm(state: ServiceState, op: OperatorBase) -> None:
     if bound.output_tensor.nbytes > budget or sum(t.nbytes for t in inputs.values()) > budget:
         logger.info("warm-up skipped: operator too large", extra={"operator": str(op.type)})
         return
-    await compute(state, Work(bound, inputs))
+    with kernel_errors():
+        await compute(state, Work(bound, inputs))

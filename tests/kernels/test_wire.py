@@ -258,5 +258,8 @@ def test_compact_encoding_sends_overlapping_views_with_strides() -> None:
 def test_big_endian_arrays_go_out_little_endian() -> None:
     x = np.arange(3, dtype=">i4")
     assert bytes(packed_bytes(x)) == np.arange(3, dtype="<i4").tobytes()
-    fields, chunk = encode_payload(packed_bytes(x), x.dtype, "json")
-    assert fields["data"].tolist() == [0, 1, 2] and chunk is None
+    fields, chunk = encode_payload(x, "json")
+    assert fields["data"].tolist() == [0, 1, 2] and fields["data"].dtype.isnative
+    assert chunk is None
+    fields, chunk = encode_payload(x, "binary")
+    assert bytes(chunk or b"") == np.arange(3, dtype="<i4").tobytes()
