@@ -47,11 +47,3 @@ class Outcome:
     work: Work
     output: np.ndarray
     backend: str  # the device that computed it: "numpy" or "cupy"
-
-    @property
-    def operator(self) -> OperatorBase:
-        return self.work.operator
-
-    @property
-    def timings(self) -> Timings:
-        return self.work.timings
