@@ -197,8 +197,8 @@ class BaseClient(Generic[_HttpT]):
 
     @staticmethod
     def _parse_outputs(response: httpx.Response) -> dict[str, NDArray]:
-        body, binary = split_body(response.content, response.headers.get(BINARY_HEADER_LENGTH))
-        return decode_outputs(body, binary)
+        body, section = split_body(response.content, response.headers.get(BINARY_HEADER_LENGTH))
+        return decode_outputs(body, section)
 
     @staticmethod
     def _parse_registration(response: httpx.Response) -> tuple[str, dict[str, Any]]:

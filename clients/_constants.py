@@ -6,6 +6,8 @@ from typing import Final
 
 import httpx
 
+from dmlserve.kernels.wire import HEADER_LENGTH
+
 #: Whole-call limit 10 minutes (a large CONVOLUTION_INTEGER on a CPU host is slow), connect 5 s.
 DEFAULT_TIMEOUT: Final = httpx.Timeout(timeout=600.0, connect=5.0)
 DEFAULT_MAX_RETRIES: Final = 2
@@ -19,6 +21,6 @@ MAX_RETRY_AFTER: Final = 60.0
 RETRYABLE_STATUSES: Final = frozenset({429, 503})
 
 REQUEST_ID_HEADER: Final = "X-Request-ID"
-BINARY_HEADER_LENGTH: Final = "Inference-Header-Content-Length"
+BINARY_HEADER_LENGTH: Final = HEADER_LENGTH
 BINARY_CONTENT_TYPE: Final = "application/octet-stream"
 JSON_CONTENT_TYPE: Final = "application/json"

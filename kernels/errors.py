@@ -45,6 +45,7 @@ class LimitExceededError(ValueError):
         self.limit_name = limit_name
         self.limit = limit
         self.actual = actual
+        self.what = what
         super().__init__(f"{what} is {actual} bytes, over the {limit_name} limit of {limit} bytes")
 
 

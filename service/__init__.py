@@ -1,4 +1,15 @@
-"""dmlserve's HTTP service: the FastAPI app, wire encodings, limits, registry, metrics, CLI.
+"""dmlserve's HTTP service.
+
+A request walks through these modules once, in order: `routes` (thin) -> `body` (read,
+decompress, split the framing) -> `pipeline` (the walk, transport-neutral) -> `codec` / `kserve`
+(decode the `/v1` / `/v2` request; each tensor through `kernels.wire`) -> `binding` (resolve the
+descriptor) -> `concurrency` (queue, slot, event loop or thread; `cost` says what is tiny) ->
+`device` (NumPy, or CuPy streams and copies) -> `codec` / `kserve` (encode) -> `responses`.
+`work` is the unit passed from binding to the device; `errors` the error classes and the one
+translation of the operator layer's errors; `metrics` the Prometheus series and the observation
+of each request. Around them: `app` (create_app), `state` (what the app holds, StateDep),
+`auth`, `observability` (logs, request ids), `compression`, `registry` and `registration`,
+`warmup`, `schemas`, `settings`, `cli`.
 
 Needs the `server` extra (`pip install 'dmlserve[server]'`). The package itself imports
 nothing, so `dmlserve serve` can say what is missing instead of failing on an import.

@@ -15,10 +15,9 @@ from starlette.staticfiles import StaticFiles
 from dmlserve import __version__
 from dmlserve.kernels import BackendUnavailableError, Operator
 from dmlserve.service.compression import Compression
-from dmlserve.service.errors import install_error_handlers
 from dmlserve.service.observability import RequestContextMiddleware
+from dmlserve.service.responses import install_error_handlers
 from dmlserve.service.routes import system, v1, v2
-from dmlserve.service.runtime import ServiceState
 from dmlserve.service.schemas import (
     ExecuteRequest,
     InferRequest,
@@ -28,6 +27,7 @@ from dmlserve.service.schemas import (
     V2Error,
 )
 from dmlserve.service.settings import Settings, get_settings
+from dmlserve.service.state import ServiceState
 
 logger = logging.getLogger("dmlserve")
 
@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except BackendUnavailableError as exc:
             logger.error("start-up failed", extra={"reason": str(exc)})
             raise StartupError(str(exc)) from exc
-        logger.info("ready", extra={"backend": state.backend.name if state.backend else None})
+        logger.info("ready", extra={"backend": state.device.name if state.device else None})
         try:
             yield
         finally:

@@ -1,28 +1,19 @@
-"""One error base class and the handlers that render it.
+"""One error base class for every way a request can end, and the translation of the operator
+layer's errors into it.
 
-`/v1` renders RFC 9457 problem details; `/v2` renders `{"error": "..."}`, the only error shape
-KServe clients (tritonclient) can read. The framework's own errors (unknown route, wrong method,
-request validation) go through the same renderer, so no path leaks another shape.
+Nothing here knows HTTP responses (`responses.py` renders these errors): a transport without
+FastAPI maps the same `status` and `code`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
-from http import HTTPStatus
 from typing import Any
 
-import orjson
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
-
-logger = logging.getLogger("dmlserve.errors")
+from dmlserve.kernels import DescriptorError, LimitExceededError
+from dmlserve.kernels.wire import FramingError
 
 ErrorItem = dict[str, Any]  # {"loc": [...], "msg": "..."}
-
-PROBLEM_TYPE_BASE = "urn:dmlserve:problem:"
 
 
 class ServiceError(Exception):
@@ -111,7 +102,7 @@ class GatewayTimeoutError(ServiceError):
     status, code, title, retryable = 504, "timeout", "Gateway Timeout", True
 
 
-_BY_STATUS: dict[int, type[ServiceError]] = {
+BY_STATUS: dict[int, type[ServiceError]] = {
     cls.status: cls
     for cls in (
         BadRequestError,
@@ -126,28 +117,6 @@ _BY_STATUS: dict[int, type[ServiceError]] = {
         GatewayTimeoutError,
     )
 }
-
-
-def is_v2(path: str) -> bool:
-    return path == "/v2" or path.startswith("/v2/")
-
-
-def render_error(path: str, exc: ServiceError) -> Response:
-    """The response for `exc` in the shape the path's protocol expects."""
-    headers = dict(exc.headers)
-    if is_v2(path):
-        body = orjson.dumps({"error": exc.detail})
-        return Response(body, exc.status, headers=headers, media_type="application/json")
-    problem = {
-        "type": PROBLEM_TYPE_BASE + exc.code,
-        "title": exc.title,
-        "status": exc.status,
-        "detail": exc.detail,
-        "errors": exc.errors,
-    }
-    return Response(
-        orjson.dumps(problem), exc.status, headers=headers, media_type="application/problem+json"
-    )
 
 
 def validation_errors(
@@ -171,33 +140,37 @@ def summarize(errors: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) + more
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Route every error, the framework's own included, through `render_error`."""
+#: The operator layer's errors that a request can end in; `from_kernels` translates them.
+KERNEL_ERRORS = (DescriptorError, LimitExceededError, FramingError)
 
-    async def on_service_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ServiceError)
-        return render_error(request.url.path, exc)
 
-    async def on_http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        known = _BY_STATUS.get(exc.status_code)
-        err = ServiceError(str(exc.detail), headers=exc.headers)
-        err.status = exc.status_code
-        err.code = known.code if known else "http_error"
-        err.title = known.title if known else HTTPStatus(exc.status_code).phrase
-        return render_error(request.url.path, err)
+def from_kernels(exc: Exception, loc: tuple[str | int, ...] = ()) -> ServiceError:
+    """An error of the operator layer as a service error: the one place they are translated.
 
-    async def on_validation_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        items = validation_errors(exc.errors())
-        return render_error(request.url.path, UnprocessableError(summarize(items), errors=items))
+    A broken DirectML rule is 422, a size over its limit 413, a binary section that does not
+    match its header 400. `loc` is prepended to every location (e.g. `("operator",)`).
+    """
+    if isinstance(exc, DescriptorError):
+        items = [{"loc": [*loc, *e["loc"]], "msg": e["msg"]} for e in exc.errors]
+        return UnprocessableError(str(exc.prefixed(*loc)), errors=items)
+    if isinstance(exc, LimitExceededError):
+        return PayloadTooLargeError(exc.limit_name, exc.limit, exc.actual, exc.what)
+    if isinstance(exc, FramingError):
+        return BadRequestError(str(exc), errors=exc.errors)
+    raise TypeError(f"not an error of the operator layer: {exc!r}")
 
-    async def on_bug(request: Request, exc: Exception) -> Response:
-        # Anything landing here is a defect of the service, never a client's fault.
-        logger.exception("unhandled error", extra={"path": request.url.path})
-        return render_error(request.url.path, ServiceError("internal error; this is a bug"))
 
-    app.add_exception_handler(ServiceError, on_service_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(Exception, on_bug)
+class kernel_errors:  # lower case: used as a context manager, as contextlib.suppress is
+    """`from_kernels` around a block: the operator layer's errors leave it as service errors."""
+
+    def __init__(self, loc: tuple[str | int, ...] = ()) -> None:
+        self.loc = loc
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        if isinstance(exc, KERNEL_ERRORS):
+            raise from_kernels(exc, self.loc) from None

@@ -1,27 +1,28 @@
-"""KServe v2 (Open Inference Protocol) tensors: inference requests and responses.
+"""KServe v2 (Open Inference Protocol) tensors: model metadata, inference inputs and outputs.
 
 Registered operators are models; tensor names are the DirectML field names and datatypes the
-KServe names from `kernels.dtypes` (FP32, INT8, ...).
+KServe names from `kernels.dtypes` (FP32, INT8, ...). Each tensor goes through `kernels.wire`,
+the codec `/v1` and the SDK use too; KServe tensors carry no Strides and no `b64`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 from starlette.responses import Response
 
-from dmlserve.kernels import OperatorBase
+from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.dtypes import DataType, from_kserve, from_numpy
-from dmlserve.service.encoding import HostTensor, check_layout, packed_bytes, tensor_from_bytes
-from dmlserve.service.encoding import tensor_from_json_data as from_json
-from dmlserve.service.errors import UnprocessableError
-from dmlserve.service.limits import Body
+from dmlserve.kernels.wire import BinarySection, HostTensor, decode_tensor, encode_payload
+from dmlserve.service.codec import BodyExchange, load_json, validate
+from dmlserve.service.pipeline import Decoded
 from dmlserve.service.registry import RegisteredOperator
-from dmlserve.service.schemas import InferRequest
-from dmlserve.service.wire import JSON_OPTIONS, BinarySlicer, FramedResponse, json_response
+from dmlserve.service.responses import tensor_response
+from dmlserve.service.schemas import InferInput, InferRequest
+from dmlserve.service.work import Outcome
 
 PLATFORM = "dmlserve"
 VERSION = "1"
@@ -43,52 +44,60 @@ def model_metadata(reg: RegisteredOperator) -> dict[str, Any]:
     }
 
 
+@dataclass
+class InferDecoded(Decoded):
+    request_id: str | None = None
+    binary: dict[str, bool] | None = None  # output name -> sent as binary?
+
+
+class InferExchange(BodyExchange):
+    """`POST /v2/models/{name}/infer` on a registered operator."""
+
+    def decode(self) -> InferDecoded:
+        req = validate(InferRequest, load_json(self.body.json))
+        binary = wants_binary(req)
+        assert self.registered is not None
+        op = self.registered.operator
+        inputs = decode_inputs(req.inputs, self.body.section(), op, self.max_tensor_bytes)
+        return InferDecoded(op, inputs, request_id=req.id, binary=binary)
+
+    def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[Response, int]:
+        outputs = {"OutputTensor": outcome.output}
+        assert decoded.binary is not None
+        return infer_response(self.model, decoded.request_id, outputs, decoded.binary)
+
+
 def _datatype(name: str, loc: tuple[str | int, ...]) -> DataType:
     try:
         return from_kserve(name)
     except ValueError as exc:
         allowed = ", ".join(d.kserve for d in DataType)
-        msg = f"{exc}; expected one of {allowed}"
-        raise UnprocessableError(msg, errors=[{"loc": [*loc, "datatype"], "msg": msg}]) from None
+        raise DescriptorError.at((*loc, "datatype"), f"{exc}; expected one of {allowed}") from None
 
 
-def decode_infer_inputs(
-    req: InferRequest, body: Body, op: OperatorBase, max_tensor_bytes: int
+def decode_inputs(
+    items: Iterable[InferInput], section: BinarySection, op: OperatorBase, max_tensor_bytes: int
 ) -> dict[str, HostTensor]:
     """The request's input tensors by name (binary sections taken in request order)."""
-    slicer = BinarySlicer(body)
     expected = [n for n in op.tensor_descs() if n != "OutputTensor"]
     tensors: dict[str, HostTensor] = {}
-    for i, item in enumerate(req.inputs):
+    for i, item in enumerate(items):
         loc: tuple[str | int, ...] = ("inputs", i)
         if item.name not in expected:
             msg = f"the model has no input {item.name!r}; its inputs are " + ", ".join(expected)
-            raise UnprocessableError(msg, errors=[{"loc": [*loc, "name"], "msg": msg}])
+            raise DescriptorError.at((*loc, "name"), msg)
         if item.name in tensors:
-            msg = f"input {item.name!r} is given twice"
-            raise UnprocessableError(msg, errors=[{"loc": [*loc, "name"], "msg": msg}])
-        dt = _datatype(item.datatype, loc)
-        dt, shape, _, count = check_layout(dt, item.shape, None, loc, max_tensor_bytes)
-        size = (item.parameters or {}).get("binary_data_size")
-        if size is not None:
-            if type(size) is not int or size < 0:
-                msg = "binary_data_size must be a non-negative integer"
-                raise UnprocessableError(msg, errors=[{"loc": [*loc, "parameters"], "msg": msg}])
-            if item.data is not None:
-                msg = "give either data or binary_data_size, not both"
-                raise UnprocessableError(msg, errors=[{"loc": list(loc), "msg": msg}])
-            raw = slicer.take(size, (*loc, "parameters", "binary_data_size"))
-            tensors[item.name] = tensor_from_bytes(dt, shape, None, count, raw, loc, framing=True)
-        elif item.data is not None:
-            tensors[item.name] = from_json(dt, shape, None, count, item.data, loc)
-        else:
-            msg = "an input needs data or parameters.binary_data_size"
-            raise UnprocessableError(msg, errors=[{"loc": list(loc), "msg": msg}])
-    slicer.finish()
+            raise DescriptorError.at((*loc, "name"), f"input {item.name!r} is given twice")
+        tensors[item.name], _ = decode_tensor(
+            _datatype(item.datatype, loc), item.shape,
+            data=item.data, binary_size=(item.parameters or {}).get("binary_data_size"),
+            section=section, loc=loc, max_tensor_bytes=max_tensor_bytes,
+            accepts=("json", "binary"),
+        )  # fmt: skip
+    section.finish()
     missing = [n for n in op.input_names if n not in tensors]
     if missing:
-        msg = "missing input(s): " + ", ".join(missing)
-        raise UnprocessableError(msg, errors=[{"loc": ["inputs"], "msg": msg}])
+        raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))
     return tensors
 
 
@@ -101,7 +110,7 @@ def wants_binary(req: InferRequest) -> dict[str, bool]:
     for i, out in enumerate(req.outputs):
         if out.name != "OutputTensor":
             msg = f"the model has no output {out.name!r}; its output is OutputTensor"
-            raise UnprocessableError(msg, errors=[{"loc": ["outputs", i, "name"], "msg": msg}])
+            raise DescriptorError.at(("outputs", i, "name"), msg)
         chosen[out.name] = bool((out.parameters or {}).get("binary_data", default))
     return chosen
 
@@ -113,29 +122,21 @@ def infer_response(
     binary: Mapping[str, bool],
 ) -> tuple[Response, int]:
     """The inference response, framed when any output is binary; and its tensor bytes."""
-    body: dict[str, Any] = {"model_name": model, "model_version": VERSION}
+    doc: dict[str, Any] = {"model_name": model, "model_version": VERSION}
     if request_id is not None:
-        body["id"] = request_id
+        doc["id"] = request_id
     entries = []
     chunks = []
     nbytes = 0
-    for name, arr in outputs.items():
+    for name, array in outputs.items():
         if name not in binary:
             continue
-        entry: dict[str, Any] = {
-            "name": name,
-            "datatype": from_numpy(arr.dtype).kserve,
-            "shape": list(arr.shape),
-        }
-        nbytes += arr.nbytes
-        if binary[name]:
-            chunk = packed_bytes(arr)
-            entry["parameters"] = {"binary_data_size": len(chunk)}
+        entry = {"name": name, "datatype": from_numpy(array.dtype).kserve, "shape": [*array.shape]}
+        fields, chunk = encode_payload(array, "binary" if binary[name] else "json")
+        entry.update(fields)
+        if chunk is not None:
             chunks.append(chunk)
-        else:
-            entry["data"] = np.ascontiguousarray(arr).reshape(-1)
         entries.append(entry)
-    body["outputs"] = entries
-    if chunks:
-        return FramedResponse(orjson.dumps(body, option=JSON_OPTIONS), chunks), nbytes
-    return json_response(body), nbytes
+        nbytes += array.nbytes
+    doc["outputs"] = entries
+    return tensor_response(doc, chunks), nbytes

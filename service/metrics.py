@@ -1,4 +1,5 @@
-"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process).
+"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process), and
+the observation that records each operator request in them, whatever way it ends.
 
 Names follow Triton's where Triton has one (`nv_inference_*`, microsecond counters labelled by
 model and version), so existing Triton dashboards read dmlserve; histograms and service-level
@@ -7,13 +8,15 @@ counters carry the `dmlserve_` prefix.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from dmlserve.service.executor import Timings
+from dmlserve.service.errors import ServiceError
+from dmlserve.service.work import Outcome, Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _VERSION = "1"  # every model has the one version
@@ -145,3 +148,47 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class Observation:
+    """Records one operator request in the metrics, whatever way it ends."""
+
+    def __init__(self, metrics: Metrics, bytes_in: int, operator: str, model: str) -> None:
+        self.metrics = metrics
+        self.operator = operator or "unknown"
+        self.model = model
+        self.bytes_in = bytes_in
+        self.bytes_out = 0
+        self.batch = 0
+        self.timings: Timings | None = None
+
+    def __enter__(self) -> Observation:
+        self.start = time.perf_counter()
+        self.metrics.in_flight.inc()
+        return self
+
+    def finished(self, outcome: Outcome, bytes_out: int) -> None:
+        self.timings = outcome.work.timings
+        self.bytes_out = bytes_out
+        out = outcome.work.operator.output_tensor
+        self.batch = out.sizes[0] if out is not None else 1
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.metrics.in_flight.dec()
+        if exc is None:
+            status, reason = 200, ""
+        elif isinstance(exc, ServiceError):
+            status, reason = exc.status, exc.code
+        else:
+            status, reason = 500, "internal"
+        self.metrics.observe(
+            operator=self.operator,
+            model=self.model or self.operator,
+            status=status,
+            seconds=time.perf_counter() - self.start,
+            timings=self.timings if status == 200 else None,
+            batch=self.batch,
+            bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+            reason=reason,
+        )

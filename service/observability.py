@@ -1,9 +1,8 @@
-"""JSON logs carrying a request id, the request-id middleware, and bearer-key auth."""
+"""JSON logs carrying a request id, and the middleware that sets, echoes and logs it."""
 
 from __future__ import annotations
 
 import contextvars
-import hmac
 import itertools
 import json
 import logging
@@ -12,17 +11,10 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
-from fastapi import Request
-from fastapi.routing import APIRoute
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from dmlserve.service.errors import UnauthorizedError
-
-E = TypeVar("E", bound=Callable[..., Any])
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
@@ -139,58 +131,3 @@ class RequestContextMiddleware:
                     },
                 )
             request_id_var.reset(token)
-
-
-def check_key(request: Request) -> None:
-    """401 unless auth is off or one of the configured keys is presented as a bearer token."""
-    keys: tuple[str, ...] = request.app.state.dmlserve.settings.api_keys
-    if not keys:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given:
-        raise UnauthorizedError()
-    given_b = given.strip().encode()
-    # Compare against every key (no early exit) in constant time per key.
-    ok = False
-    for key in keys:
-        ok |= hmac.compare_digest(given_b, key.encode())
-    if not ok:
-        raise UnauthorizedError()
-
-
-def direct(endpoint: E) -> E:
-    """Mark an endpoint that takes the request (and string path parameters) and returns a
-    Response: a `KeyedRoute` calls it without FastAPI's per-request parameter machinery."""
-    endpoint.direct_endpoint = True  # type: ignore[attr-defined]
-    return endpoint
-
-
-class KeyedRoute(APIRoute):
-    """A route that checks the API key before anything else of the route runs.
-
-    Given as a router's `route_class`, it covers every route of that router, in the place a
-    router dependency would run (after routing, before parameters and body), without the
-    per-request cost of FastAPI's dependency resolution. Endpoints marked `direct` are called
-    with the request and the path parameters as they are (FastAPI's handler would solve an
-    empty dependency graph and re-wrap a response the endpoint already built).
-    """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        endpoint = self.endpoint
-        handler: Callable[[Request], Coroutine[Any, Any, Response]]
-        if getattr(endpoint, "direct_endpoint", False):
-
-            async def call_direct(request: Request) -> Response:
-                response: Response = await endpoint(request=request, **request.path_params)
-                return response
-
-            handler = call_direct
-        else:
-            handler = super().get_route_handler()
-
-        async def keyed(request: Request) -> Response:
-            check_key(request)
-            return await handler(request)
-
-        return keyed

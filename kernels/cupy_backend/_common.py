@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..wire import buffer_extent
 from ._loader import kernel
 
 __all__ = [
@@ -92,7 +93,7 @@ def index_type(shape: Sequence[int], strides: Sequence[int], *counts: int) -> st
     ``strides`` are the input's element strides; ``counts`` the other element counts the
     kernel indexes (outputs, threads).
     """
-    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=True)) + 1
+    extent = buffer_extent(shape, strides)
     return "int" if max(extent, *counts) <= INT32_LIMIT else "long long"
 
 

@@ -9,7 +9,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import HTMLResponse, Response
 
 from dmlserve.service.metrics import CONTENT_TYPE
-from dmlserve.service.runtime import StateDep
+from dmlserve.service.state import StateDep
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 SWAGGER_PREFIX = "/docs/static"

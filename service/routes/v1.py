@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from dmlserve.kernels import DescriptorError
-from dmlserve.service.encoding import Encoding, HostTensor
-from dmlserve.service.limits import Body, read_body
-from dmlserve.service.observability import KeyedRoute, direct
-from dmlserve.service.registry import check_name, resolve_for_registration
-from dmlserve.service.runtime import (
-    Observation,
-    ServiceState,
-    StateDep,
-    as_unprocessable,
-    bind,
-    compute,
-    offload,
-    state_of,
-    warm_registered,
-)
+from dmlserve.service.body import read_body
+from dmlserve.service.codec import V1Exchange, parse_json, validate
+from dmlserve.service.pipeline import run
+from dmlserve.service.registration import register as register_operator
+from dmlserve.service.registry import RegisteredOperator
+from dmlserve.service.responses import json_response
+from dmlserve.service.routes._route import E, KeyedRoute, direct
 from dmlserve.service.schemas import (
     ExecuteRequest,
     ExecuteResponse,
@@ -32,14 +24,7 @@ from dmlserve.service.schemas import (
     RegisteredResponse,
     RegisterRequest,
 )
-from dmlserve.service.wire import (
-    decode_v1_inputs,
-    encode_v1_outputs,
-    json_response,
-    load_json,
-    parse_json,
-    validate,
-)
+from dmlserve.service.state import StateDep, state_of
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     code: {
@@ -72,56 +57,23 @@ def _body_doc(model: type) -> dict[str, Any]:
 router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, route_class=KeyedRoute)
 
 
-@router.post(
-    "/execute",
-    response_model=ExecuteResponse,
-    summary="Execute an operator given inline",
-    openapi_extra=_body_doc(ExecuteRequest),
-)
-@direct
+def _execute_route(path: str, summary: str, body: type) -> Callable[[E], E]:
+    """An execute endpoint: a `direct` route answering an ExecuteResponse."""
+    post = router.post(
+        path, response_model=ExecuteResponse, summary=summary, openapi_extra=_body_doc(body)
+    )
+    return lambda endpoint: post(direct(endpoint))
+
+
+@_execute_route("/execute", "Execute an operator given inline", ExecuteRequest)
 async def execute(request: Request) -> Response:
+    return await _execute(request)
+
+
+async def _execute(request: Request, registered: RegisteredOperator | None = None) -> Response:
     state = state_of(request)
     body = await read_body(request, state.settings.max_request_bytes)
-    with Observation(state, body.received_bytes) as obs:
-        req, inputs, default = await _decode(state, ExecuteRequest, body)
-        return await _run(state, obs, req.operator, inputs, req.output_encoding or default)
-
-
-V = TypeVar("V", ExecuteRequest, OperatorExecuteRequest)
-
-
-async def _decode(
-    state: ServiceState, model: type[V], body: Body
-) -> tuple[V, dict[str, HostTensor], Encoding]:
-    """Parse and validate the body and decode its tensors: on the event loop when the body is
-    small, else in one worker-thread call."""
-
-    def work() -> tuple[V, dict[str, HostTensor], Encoding]:
-        req = validate(model, load_json(body.json))
-        inputs, default = decode_v1_inputs(req.inputs, body, state.settings.max_tensor_bytes)
-        return req, inputs, default
-
-    return await offload(len(body.json), work)
-
-
-async def _run(
-    state: ServiceState,
-    obs: Observation,
-    descriptor: Any,
-    inputs: dict[str, HostTensor],
-    encoding: Encoding,
-) -> Response:
-    """Bind the descriptor to the decoded tensors, compute, and encode the output."""
-    op = bind(descriptor, inputs, ("operator",), state.resolved)
-    obs.operator = str(op.type)
-    outcome = await compute(state, op, inputs, obs.model)
-    backend = state.require_ready().name
-    outputs = {"OutputTensor": outcome.output}
-    response, nbytes = await offload(
-        outcome.output.nbytes, encode_v1_outputs, outputs, backend, encoding
-    )
-    obs.finished(outcome, nbytes)
-    return response
+    return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
 
 
 @router.post(
@@ -135,16 +87,7 @@ async def _run(
 async def register(request: Request, state: StateDep) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
     req = validate(RegisterRequest, await parse_json(body.json))
-    name = check_name(req.name) if req.name is not None else None
-    try:
-        op = resolve_for_registration(req.operator)
-    except DescriptorError as exc:
-        raise as_unprocessable(exc, ("operator",)) from None
-    existing = state.registry.find(op, name)
-    if existing is not None:
-        return json_response(existing.to_json(), 200)
-    await warm_registered(state, op)
-    reg, created = state.registry.add(op, name)
+    reg, created = await register_operator(state, req.operator, req.name)
     return json_response(reg.to_json(), 201 if created else 200)
 
 
@@ -163,18 +106,8 @@ async def delete_operator(name: str, state: StateDep) -> Response:
     return json_response(state.registry.remove(name).to_json())
 
 
-@router.post(
-    "/operators/{name}/execute",
-    response_model=ExecuteResponse,
-    summary="Execute a registered operator",
-    openapi_extra=_body_doc(OperatorExecuteRequest),
+@_execute_route(
+    "/operators/{name}/execute", "Execute a registered operator", OperatorExecuteRequest
 )
-@direct
 async def execute_registered(name: str, request: Request) -> Response:
-    state = state_of(request)
-    reg = state.registry.get(name)
-    body = await read_body(request, state.settings.max_request_bytes)
-    with Observation(state, body.received_bytes) as obs:
-        obs.operator, obs.model = reg.type, reg.name
-        req, inputs, default = await _decode(state, OperatorExecuteRequest, body)
-        return await _run(state, obs, reg.operator, inputs, req.output_encoding or default)
+    return await _execute(request, state_of(request).registry.get(name))

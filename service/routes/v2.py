@@ -9,22 +9,15 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from dmlserve import __version__
-from dmlserve.service.encoding import HostTensor
+from dmlserve.service.body import read_body
 from dmlserve.service.errors import NotFoundError, UnavailableError
-from dmlserve.service.kserve import (
-    EXTENSIONS,
-    VERSION,
-    decode_infer_inputs,
-    infer_response,
-    model_metadata,
-    wants_binary,
-)
-from dmlserve.service.limits import read_body
-from dmlserve.service.observability import KeyedRoute, direct
+from dmlserve.service.kserve import EXTENSIONS, VERSION, InferExchange, model_metadata
+from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
-from dmlserve.service.runtime import Observation, StateDep, bind, compute, offload, state_of
-from dmlserve.service.schemas import InferRequest, InferResponse, ModelMetadata, ServerMetadata
-from dmlserve.service.wire import json_response, load_json, validate
+from dmlserve.service.responses import json_response
+from dmlserve.service.routes._route import KeyedRoute, direct
+from dmlserve.service.schemas import InferResponse, ModelMetadata, ServerMetadata
+from dmlserve.service.state import StateDep, state_of
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {
@@ -98,21 +91,4 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     state = state_of(request)
     reg = _model(state, name, version)
     body = await read_body(request, state.settings.max_request_bytes)
-    with Observation(state, body.received_bytes) as obs:
-        obs.operator, obs.model = reg.type, reg.name
-        limit = state.settings.max_tensor_bytes
-
-        def decode() -> tuple[InferRequest, dict[str, bool], dict[str, HostTensor]]:
-            # Parse, validate and decode in one step: one worker-thread call for a big body.
-            req = validate(InferRequest, load_json(body.json))
-            return req, wants_binary(req), decode_infer_inputs(req, body, reg.operator, limit)
-
-        req, binary, inputs = await offload(len(body.json), decode)
-        op = bind(reg.operator, inputs, cache=state.resolved)
-        outcome = await compute(state, op, inputs, reg.name)
-        response, nbytes = await offload(
-            outcome.output.nbytes, infer_response, reg.name, req.id,
-            {"OutputTensor": outcome.output}, binary,
-        )  # fmt: skip
-        obs.finished(outcome, nbytes)
-        return response
+    return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import numpy as np
@@ -16,6 +17,7 @@ from dmlserve.clients._framing import (
     to_host_array,
 )
 from dmlserve.kernels.dtypes import DataType
+from dmlserve.kernels.wire import BinarySection
 
 ALL_DTYPES = [dt.numpy for dt in DataType]
 
@@ -25,8 +27,8 @@ def _round_trip(array: np.ndarray, encoding: str) -> tuple[dict, np.ndarray]:
     tensor, buffer = encode_tensor(array, encoding)  # type: ignore[arg-type]
     payload = {"outputs": {"OutputTensor": tensor}}
     body, headers = encode_body(payload, [buffer] if buffer is not None else [], encoding)  # type: ignore[arg-type]
-    header, binary = split_body(body, headers.get("Inference-Header-Content-Length"))
-    return tensor, decode_outputs(header, binary)["OutputTensor"]
+    header, section = split_body(body, headers.get("Inference-Header-Content-Length"))
+    return tensor, decode_outputs(header, section)["OutputTensor"]
 
 
 def _values(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -111,45 +113,84 @@ def test_binary_header_length_and_content_type() -> None:
 
 def test_data_payload_is_decoded() -> None:
     tensor = {"DataType": "FLOAT16", "Sizes": [2, 2], "data": [1, 2.5, -3, 4]}
-    y, _ = decode_tensor(tensor, memoryview(b""), 0, "t")
+    y = decode_tensor(tensor, BinarySection(framed=False), "t")
     assert y.dtype == np.float16
     np.testing.assert_array_equal(y, np.array([[1, 2.5], [-3, 4]], np.float16))
 
 
 def test_response_strides_are_applied() -> None:
     tensor = {"DataType": "INT32", "Sizes": [2, 3], "Strides": [1, 2], "data": list(range(6))}
-    y, _ = decode_tensor(tensor, memoryview(b""), 0, "t")
+    y = decode_tensor(tensor, BinarySection(framed=False), "t")
     np.testing.assert_array_equal(y, np.arange(6, dtype=np.int32).reshape(3, 2).T)
+    assert y.flags.c_contiguous and y.flags.writeable
+
+
+@pytest.mark.parametrize("payload", ["data", "b64", "binary"])
+def test_a_strided_buffer_may_be_longer_than_its_extent(payload: str) -> None:
+    # Rows of 3 elements at a pitch of 4 (DirectML pads rows), and a tail past the last row.
+    buffer = np.arange(10, dtype=np.int16)
+    tensor: dict = {"DataType": "INT16", "Sizes": [2, 3], "Strides": [4, 1]}
+    section = BinarySection(framed=False)
+    if payload == "data":
+        tensor["data"] = buffer.tolist()
+    elif payload == "b64":
+        tensor["b64"] = base64.b64encode(buffer.tobytes()).decode()
+    else:
+        tensor["parameters"] = {"binary_data_size": buffer.nbytes}
+        section = BinarySection(buffer.tobytes())
+    y = decode_tensor(tensor, section, "t")
+    np.testing.assert_array_equal(y, np.array([[0, 1, 2], [4, 5, 6]], np.int16))
+    section.finish()  # every sent byte belongs to the tensor
+
+
+def test_a_packed_buffer_is_exact_up_to_four_byte_rounding() -> None:
+    for sent, ok in ((3, True), (4, True), (5, False)):
+        tensor = {"DataType": "UINT8", "Sizes": [3], "b64": base64.b64encode(bytes(sent)).decode()}
+        if ok:
+            assert decode_tensor(tensor, BinarySection(framed=False), "t").shape == (3,)
+        else:
+            with pytest.raises(ValueError, match="3 bytes of UINT8, but 5 bytes were sent"):
+                decode_tensor(tensor, BinarySection(framed=False), "t")
 
 
 @pytest.mark.parametrize(
     ("tensor", "binary", "message"),
     [
-        ({"DataType": "FLOAT32", "Sizes": [3], "b64": "AAAA"}, b"", "expected 12 bytes"),
+        ({"DataType": "FLOAT32", "Sizes": [3], "b64": "AAAA"}, b"", "need 12 bytes"),
         (
             {"DataType": "FLOAT32", "Sizes": [1], "parameters": {"binary_data_size": 8}},
             b"1234",
-            "overruns",
+            "need 8 bytes after the JSON header, the body has 4",
         ),
-        ({"DataType": "FLOAT32", "Sizes": [1]}, b"", "no data, b64 or binary_data_size"),
+        ({"DataType": "FLOAT32", "Sizes": [1]}, b"", "exactly one payload"),
         ({"DataType": "BOOL", "Sizes": [1], "data": [1]}, b"", "unknown DataType"),
-        ({"DataType": "INT8", "Sizes": [2, -1], "data": [1]}, b"", "Sizes"),
+        ({"DataType": "INT8", "Sizes": [2, -1], "data": [1]}, b"", "t.Sizes"),
         ({"DataType": "INT8", "Sizes": [2], "b64": "@@"}, b"", "base64"),
-        ({"DataType": "INT8", "Sizes": [4], "Strides": [2], "data": [1, 2]}, b"", "too short"),
+        ({"DataType": "INT8", "Sizes": [4], "Strides": [2], "data": [1, 2]}, b"", "address 7"),
+        (
+            {
+                "DataType": "INT8",
+                "Sizes": [4],
+                "Strides": [2],
+                "parameters": {"binary_data_size": 6},
+            },
+            b"123456",
+            "address 7 bytes of INT8, but 6 bytes were sent",
+        ),
     ],
 )
 def test_malformed_tensors_are_reported(tensor: dict, binary: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        decode_tensor(tensor, memoryview(binary), 0, "t")
+        decode_tensor(tensor, BinarySection(binary), "t")
 
 
 def test_trailing_bytes_and_bad_header_length_are_reported() -> None:
     tensor = {"DataType": "UINT8", "Sizes": [2], "parameters": {"binary_data_size": 2}}
-    with pytest.raises(ValueError, match="trailing"):
-        decode_outputs({"outputs": {"y": tensor}}, memoryview(b"abc"))
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match="1 bytes after the last binary tensor"):
+        decode_outputs({"outputs": {"y": tensor}}, BinarySection(b"abc"))
+    with pytest.raises(ValueError, match="is 10 but the body has only 2 bytes"):
         split_body(b"{}", "10")
-    with pytest.raises(ValueError, match="not an integer"):
+    with pytest.raises(ValueError, match="must be a byte count"):
         split_body(b"{}", "x")
     with pytest.raises(ValueError, match="outputs"):
-        decode_outputs({"nothing": 1}, memoryview(b""))
+        decode_outputs({"nothing": 1}, BinarySection(b""))

@@ -8,8 +8,9 @@ import time
 import anyio
 import pytest
 
+from dmlserve.service.concurrency import INLINE_BYTES, ComputeLimiter, offload
 from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
-from dmlserve.service.executor import ComputeLimiter, Timings
+from dmlserve.service.work import Timings
 
 
 async def _wait_idle(limiter: ComputeLimiter, seconds: float = 5.0) -> None:
@@ -82,3 +83,41 @@ async def test_worker_errors_propagate_and_free_the_slot() -> None:
         with pytest.raises(ValueError, match="from the worker"):
             await limiter.run(boom, 5, Timings())
     assert limiter.running == 0
+
+
+async def test_one_threshold_decides_between_the_event_loop_and_a_thread() -> None:
+    loop_thread = threading.get_ident()
+    assert await offload(INLINE_BYTES, threading.get_ident) == loop_thread
+    assert await offload(INLINE_BYTES + 1, threading.get_ident) != loop_thread
+    limiter = ComputeLimiter(max_concurrency=1, max_queue=0, retry_after_s=1)
+    assert await limiter.run(threading.get_ident, 5, Timings(), inline=True) == loop_thread
+    assert await limiter.run(threading.get_ident, 5, Timings()) != loop_thread
+    assert limiter.running == 0
+
+
+async def test_inline_work_waits_its_turn_behind_a_running_job() -> None:
+    limiter = ComputeLimiter(max_concurrency=1, max_queue=1, retry_after_s=1)
+    release = threading.Event()
+    order: list[str] = []
+    dequeued = anyio.Event()
+
+    async def blocker() -> None:
+        await limiter.run(lambda: release.wait(5) and order.append("thread"), 10, Timings())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blocker)
+        while not limiter.running:
+            await anyio.sleep(0)
+        timings = Timings()
+        tg.start_soon(
+            lambda: limiter.run(
+                lambda: order.append("inline"), 10, timings, inline=True, on_dequeue=dequeued.set
+            )
+        )
+        while not limiter.waiting:
+            await anyio.sleep(0)
+        with pytest.raises(QueueFullError):  # one waiting is the whole queue, inline or not
+            await limiter.run(lambda: None, 10, Timings(), inline=True)
+        release.set()
+        await dequeued.wait()
+    assert order == ["thread", "inline"] and limiter.running == 0

@@ -1,4 +1,4 @@
-"""Request bodies under the size limit: read, decompress, and classify by content type.
+"""Reading a request body: size limit, decompression, content type, and the binary framing.
 
 The limit is enforced while reading: a declared Content-Length over it is refused before a byte
 of the body is read, and a chunked body is abandoned as soon as it passes the limit. Compressed
@@ -15,12 +15,14 @@ from typing import Literal
 import anyio.to_thread
 from starlette.requests import Request
 
-from dmlserve.service.errors import BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
+from dmlserve.kernels.wire import HEADER_LENGTH, BinarySection, parse_header_length, split_framed
+from dmlserve.service.errors import (
+    BadRequestError,
+    PayloadTooLargeError,
+    UnsupportedMediaTypeError,
+    kernel_errors,
+)
 
-HEADER_LENGTH = "inference-header-content-length"
-# Bodies and outputs up to this size are parsed, decoded and encoded on the event loop (well
-# under a millisecond of work); larger ones in a worker thread, so the loop never stalls.
-INLINE_BYTES = 64 << 10
 _DIGITS = re.compile(r"^[0-9]{1,18}$")  # ASCII digits only: str.isdigit() accepts "²"
 
 
@@ -32,6 +34,10 @@ class Body:
     json: memoryview
     binary: memoryview  # empty for kind == "json"
     received_bytes: int  # as sent (before decompression), for metrics
+
+    def section(self) -> BinarySection:
+        """A fresh reader of the binary tensors, in the order the JSON names them."""
+        return BinarySection(self.binary, framed=self.kind == "binary")
 
 
 async def read_body(request: Request, limit: int) -> Body:
@@ -53,7 +59,9 @@ async def read_body(request: Request, limit: int) -> Body:
     view = memoryview(raw)
     if kind == "json":
         return Body("json", view, memoryview(b""), received)
-    return _split_framing(request.headers[HEADER_LENGTH], view, received)
+    with kernel_errors():
+        header, binary = split_framed(view, parse_header_length(request.headers[HEADER_LENGTH]))
+    return Body("binary", header, binary, received)
 
 
 def _body_kind(request: Request) -> Literal["json", "binary"]:
@@ -112,17 +120,3 @@ def _inflate(raw: bytes, wbits: int, limit: int) -> bytes:
         if not step and not data and not d.eof:
             raise zlib.error("truncated stream")
     return bytes(out)
-
-
-def _split_framing(header: str, body: memoryview, received: int) -> Body:
-    text = header.strip()
-    if not _DIGITS.match(text):
-        raise BadRequestError(
-            f"Inference-Header-Content-Length must be a byte count, got {header[:40]!r}"
-        )
-    n = int(text)
-    if n > len(body):
-        raise BadRequestError(
-            f"Inference-Header-Content-Length is {n} but the body has only {len(body)} bytes"
-        )
-    return Body("binary", body[:n], body[n:], received)

@@ -1,0 +1,192 @@
+"""Where work runs: compute slots with a bounded queue, and the event loop or a worker thread.
+
+A request waits for one of `max_concurrency` compute slots; when `max_queue` requests are
+already waiting it is refused (429). The whole wait plus compute is bounded by the request time
+limit (504): a computation that overruns is abandoned (its thread finishes in the background and
+only then frees its slot, so the device is never oversubscribed).
+
+One threshold decides what runs on the event loop: `INLINE_BYTES` of parsing, decoding or
+encoding (`offload`), and compute estimated as tiny (`cost.is_tiny`), cost less than the thread
+hand-offs around them; anything larger goes to a worker thread so the loop never stalls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
+from dmlserve.service.work import Timings
+
+T = TypeVar("T")
+
+#: Bytes of work done on the event loop (well under a millisecond); more goes to a thread.
+INLINE_BYTES = 64 << 10
+
+
+async def offload(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` inline when `size` bytes of work is small, else in a worker thread.
+
+    Decoding JSON numbers or base64 and encoding large outputs would otherwise block the
+    event loop (and every other request) for as long as they take.
+    """
+    if size <= INLINE_BYTES:
+        return fn(*args)
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+def _nothing() -> None:
+    pass
+
+
+class ComputeLimiter:
+    """`max_concurrency` compute slots, at most `max_queue` requests waiting for one."""
+
+    def __init__(self, max_concurrency: int, max_queue: int, retry_after_s: int) -> None:
+        self.max_concurrency = max_concurrency
+        self.max_queue = max_queue
+        self.retry_after_s = retry_after_s
+        self._slots = anyio.CapacityLimiter(max_concurrency)
+        # Worker threads may outlive an abandoned request; give them their own pool.
+        self._threads = anyio.CapacityLimiter(max_concurrency * 4 + 4)
+        self.waiting = 0
+
+    @property
+    def running(self) -> int:
+        return self._slots.borrowed_tokens
+
+    async def run(
+        self,
+        fn: Callable[[], T],
+        timeout_s: float,
+        timings: Timings,
+        *,
+        inline: bool = False,
+        on_dequeue: Callable[[], None] = _nothing,
+    ) -> T:
+        """Run `fn` under a slot within `timeout_s` of queueing: in a worker thread, or with
+        `inline` on the event loop (only for work bounded as tiny).
+
+        `on_dequeue` runs once the request leaves the queue (slot acquired, or given up).
+        """
+        token = object()
+        # Inline with a free slot and nobody waiting: take it without yielding to the event
+        # loop (or setting up a time limit), so acquire, work and release are one uninterrupted
+        # step: no slot held across a loop turn, where other requests would queue behind it.
+        if not (inline and self._take_free_slot(token, on_dequeue)):
+            try:
+                with anyio.fail_after(timeout_s):
+                    await self._queue(token, timings, on_dequeue)
+                    if not inline:
+                        return await self._in_thread(fn, token)
+            except TimeoutError:
+                raise GatewayTimeoutError(
+                    f"the request exceeded its time limit of {timeout_s:g} s"
+                ) from None
+        try:
+            return fn()
+        finally:
+            self._slots.release_on_behalf_of(token)
+
+    def _take_free_slot(self, token: object, on_dequeue: Callable[[], None]) -> bool:
+        try:
+            self._slots.acquire_on_behalf_of_nowait(token)
+        except anyio.WouldBlock:
+            return False
+        on_dequeue()
+        return True
+
+    async def _queue(self, token: object, timings: Timings, on_dequeue: Callable[[], None]) -> None:
+        """Wait for a slot, or 429 at once when the queue is full."""
+        if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
+            raise QueueFullError(
+                f"{self.waiting} requests are already waiting for a compute slot "
+                f"(max_queue = {self.max_queue})",
+                self.retry_after_s,
+            )
+        start = time.perf_counter()
+        self.waiting += 1
+        try:
+            await self._slots.acquire_on_behalf_of(token)
+        finally:
+            self.waiting -= 1
+            on_dequeue()
+        timings.queue = time.perf_counter() - start
+
+    async def _in_thread(self, fn: Callable[[], T], token: object) -> T:
+        claim = _Claim()
+        try:
+            result = await anyio.to_thread.run_sync(
+                self._in_slot, fn, token, claim, abandon_on_cancel=True, limiter=self._threads
+            )
+        except BaseException:
+            # Given up (time limit, cancellation) or failed. A job no worker started never
+            # will; a finished one is done: either way the slot is freed here. A job still
+            # running frees it itself when it ends.
+            if claim.leave():
+                self._slots.release_on_behalf_of(token)
+            raise
+        # Released here on the event loop, not from the worker: a blocking call back into a
+        # busy loop would hold the worker (and the slot) for a loop turn.
+        self._slots.release_on_behalf_of(token)
+        return result
+
+    def _in_slot(self, fn: Callable[[], T], token: object, claim: _Claim) -> T:
+        if not claim.start():
+            raise _AbandonedError  # nobody awaits this job any more
+        try:
+            return fn()
+        finally:
+            if claim.finish():
+                # The request gave up while this ran: nobody else will free the slot.
+                try:
+                    anyio.from_thread.run_sync(self._slots.release_on_behalf_of, token)
+                except RuntimeError:
+                    pass  # the event loop is gone (shutdown): nothing is left to release
+
+
+class _AbandonedError(Exception):
+    """A queued job whose request gave up before a worker started it."""
+
+
+class _Claim:
+    """Decides, once, which side frees a job's slot: the awaiting request or the worker.
+
+    States: queued -> started -> finished, or queued/started -> left (the request stopped
+    waiting). The request frees the slot unless it left while the job was running; then the
+    worker frees it when the job ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def start(self) -> bool:
+        """In the worker: False when the request left before the job started."""
+        with self._lock:
+            if self._state == "left":
+                return False
+            self._state = "started"
+            return True
+
+    def finish(self) -> bool:
+        """In the worker, once the job ends: True when the worker must free the slot."""
+        with self._lock:
+            orphaned = self._state == "left"
+            self._state = "finished"
+            return orphaned
+
+    def leave(self) -> bool:
+        """In the request, when it stops waiting: True when the request must free the slot."""
+        with self._lock:
+            if self._state == "started":
+                self._state = "left"
+                return False
+            self._state = "left" if self._state == "queued" else self._state
+            return True

@@ -1,0 +1,87 @@
+"""The long-lived pieces of one app, and how routes reach them.
+
+`ServiceState` is built by `create_app` and started by the lifespan (backend choice, warm-up);
+operator routes call `state_of(request)`, the others take the `StateDep` dependency. Nothing of
+the request pipeline reads the FastAPI app: a transport hands the pipeline a `ServiceState`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import Depends, Request
+
+from dmlserve import kernels
+from dmlserve.service.binding import ResolveCache
+from dmlserve.service.concurrency import ComputeLimiter
+from dmlserve.service.device import Device
+from dmlserve.service.errors import UnavailableError
+from dmlserve.service.metrics import Metrics
+from dmlserve.service.registry import OperatorRegistry
+from dmlserve.service.settings import Settings
+from dmlserve.service.warmup import warm_up
+
+logger = logging.getLogger("dmlserve")
+
+
+@dataclass
+class ServiceState:
+    """Everything the routes share; one per app, no module globals."""
+
+    settings: Settings
+    metrics: Metrics = field(default_factory=Metrics)
+    registry: OperatorRegistry = field(default_factory=OperatorRegistry)
+    resolved: ResolveCache = field(default_factory=ResolveCache)
+    limiter: ComputeLimiter = field(init=False)
+    device: Device | None = None
+    ready: bool = False
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.limiter = ComputeLimiter(s.max_concurrency, s.max_queue, s.retry_after_s)
+        self.metrics.bind_gauges(
+            lambda: self.limiter.waiting,
+            lambda: self.device.memory_in_use() if self.device else None,
+        )
+
+    async def start(self) -> None:
+        """Choose the backend and warm every operator up; then the service is ready."""
+        s = self.settings
+        name = kernels.select_backend(s.backend)  # raises if an explicit backend cannot run
+        if s.backend == "auto":
+            logger.info("backend auto-selected", extra={"backend": name})
+        else:
+            logger.info("backend selected", extra={"backend": name})
+        if name == "cupy" and s.cupy_cache_dir:
+            logger.info("CuPy kernel cache", extra={"path": s.cupy_cache_dir})
+        device = Device(name, ordinal=s.device, retry_after_s=s.retry_after_s)
+        if s.warmup:
+            t0 = time.perf_counter()
+            await anyio.to_thread.run_sync(warm_up, device)
+            logger.info("warm-up done", extra={"seconds": round(time.perf_counter() - t0, 3)})
+        self.device = device
+        self.ready = True
+
+    def require_ready(self) -> Device:
+        """The device, or 503 while the service is not ready."""
+        if not self.ready or self.device is None:
+            raise UnavailableError("the service is starting up", self.settings.retry_after_s)
+        return self.device
+
+
+def state_of(request: Request) -> ServiceState:
+    """The app's state. Operator routes call this directly: a dependency costs far more."""
+    state: ServiceState = request.app.state.dmlserve
+    return state
+
+
+async def get_state(request: Request) -> ServiceState:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, one thread hop each.
+    return state_of(request)
+
+
+StateDep = Annotated[ServiceState, Depends(get_state)]

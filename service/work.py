@@ -1,0 +1,49 @@
+"""One request's unit of compute, as it passes from binding through the queue to the device.
+
+A `Work` is what the concurrency limiter schedules and the device runs; it comes back as an
+`Outcome` for the encoder and the metrics. Everything a later stage needs to know about the
+request's computation travels here, not in the transport's request object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dmlserve.kernels import OperatorBase
+from dmlserve.kernels.wire import HostTensor
+
+
+@dataclass
+class Timings:
+    """Seconds spent in each stage of one request."""
+
+    queue: float = 0.0
+    transfer: float = 0.0
+    compute: float = 0.0
+
+
+@dataclass
+class Work:
+    """A resolved operator bound to the host tensors it runs on."""
+
+    operator: OperatorBase  # resolved against exactly these inputs
+    inputs: Mapping[str, HostTensor]
+    model: str = ""  # the registered name, "" for an operator given inline
+    timings: Timings = field(default_factory=Timings)
+
+    @property
+    def label(self) -> str:
+        """The model name metrics use: the registered name, else the operator type."""
+        return self.model or str(self.operator.type)
+
+
+@dataclass
+class Outcome:
+    """A computed output with what produced it."""
+
+    work: Work
+    output: np.ndarray
+    backend: str  # the device that computed it: "numpy" or "cupy"
