@@ -16,13 +16,12 @@ from typing import Any, Literal, NoReturn, cast
 
 import numpy as np
 
+from dmlserve.kernels.directml import MAX_TENSOR_RANK as MAX_RANK
 from dmlserve.kernels.dtypes import DataType, parse_data_type
 from dmlserve.service.errors import BadRequestError, PayloadTooLargeError, UnprocessableError
 
 Encoding = Literal["json", "b64", "binary"]
 Loc = tuple[str | int, ...]
-
-MAX_RANK = 8
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dmlserve.kernels.directml import MAX_TENSOR_RANK
 from dmlserve.kernels.dtypes import DataType
 
 OutputEncoding = Literal["json", "b64", "binary"]
@@ -31,8 +32,8 @@ class WireTensor(_Strict):
     data_type: str = Field(
         alias="DataType", json_schema_extra={"enum": [d.value for d in DataType]}
     )
-    sizes: list[int] = Field(alias="Sizes", max_length=8)
-    strides: list[int] | None = Field(None, alias="Strides", max_length=8)
+    sizes: list[int] = Field(alias="Sizes", max_length=MAX_TENSOR_RANK)
+    strides: list[int] | None = Field(None, alias="Strides", max_length=MAX_TENSOR_RANK)
     data: Any = Field(None, description="flat row-major JSON array of numbers")
     b64: str | None = Field(None, description="base64 of the raw little-endian bytes")
     parameters: BinaryParameters | None = Field(
@@ -92,7 +93,7 @@ class _Open(BaseModel):
 
 class InferInput(_Open):
     name: str
-    shape: list[int] = Field(max_length=8)
+    shape: list[int] = Field(max_length=MAX_TENSOR_RANK)
     datatype: str
     parameters: dict[str, Any] | None = None
     data: Any = None

@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..directml import MAX_TENSOR_RANK as MAX_RANK
+from ..directml import PaddingMode
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
@@ -22,8 +24,6 @@ from ._loader import get_kernel
 
 __all__ = ["padding"]
 
-MODES = {"CONSTANT": 0, "EDGE": 1, "REFLECTION": 2, "SYMMETRIC": 3, "WRAP": 4}
-MAX_RANK = 8
 
 PARAMS = make_struct(
     [
@@ -120,7 +120,7 @@ def _plan(
     p["pad_lo"][:rank] = lo
     fill_divisors(p["out_div"], sizes_out)
     p["chunk_div"] = fast_divmod(chunks_per_row)
-    p["mode"] = MODES[mode]
+    p["mode"] = PaddingMode(mode).dml_value
     p["periodic"] = int(
         any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
     )

@@ -1,5 +1,6 @@
 """Operator descriptors: models with DirectML field names, validation and shape inference."""
 
+from ..directml import PaddingMode
 from ..geometry import sliding_count
 from ._base import MAX_ELEMENT_COUNT, TensorDesc, wire_name
 from .operators import (
@@ -9,7 +10,6 @@ from .operators import (
     FoldOperator,
     Operator,
     OperatorBase,
-    PaddingMode,
     PaddingOperator,
     UnfoldOperator,
     attr_name,

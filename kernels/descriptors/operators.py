@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, ValidationError
 
+from ..directml import MAX_TENSOR_RANK, PaddingMode
 from ..errors import DescriptorError, ErrorItem
 from ._base import DataTypeField, DmlModel, Errors, TensorDesc, wire_name
 
 _OPERATOR_PREFIX = "DML_OPERATOR_"
 _PADDING_MODE_PREFIX = "DML_PADDING_MODE_"
-
-
-class PaddingMode(enum.StrEnum):
-    """DML_PADDING_MODE without its prefix."""
-
-    CONSTANT = "CONSTANT"
-    EDGE = "EDGE"
-    REFLECTION = "REFLECTION"
-    SYMMETRIC = "SYMMETRIC"
-    WRAP = "WRAP"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _strip(prefix: str) -> Any:
@@ -55,7 +42,7 @@ class OperatorBase(DmlModel):
     optional_input_names: ClassVar[tuple[str, ...]] = ()
     # arrays with one entry per (spatial) dimension, in DirectML's struct order
     dimension_arrays: ClassVar[tuple[str, ...]] = ()
-    dimension_count_range: ClassVar[tuple[int, int]] = (1, 8)
+    dimension_count_range: ClassVar[tuple[int, int]] = (1, MAX_TENSOR_RANK)
 
     def tensor_descs(self) -> dict[str, TensorDesc]:
         """The tensor descriptors present, by wire name (OutputTensor last)."""

@@ -14,9 +14,10 @@ import warnings
 
 import numpy as np
 
+from ..directml import PaddingMode
 from ..dtypes import DataType
 from ._base import Errors
-from .operators import PaddingMode, PaddingOperator
+from .operators import PaddingOperator
 
 
 def padding_value_errors(op: PaddingOperator, data_type: DataType, errors: Errors) -> None:
