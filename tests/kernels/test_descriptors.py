@@ -310,7 +310,8 @@ def test_window_wholly_in_padding_is_refused_without_include_padding(
 
 
 def test_window_in_padding_rule_matches_brute_force() -> None:
-    from dmlserve.kernels.descriptors.rules import first_window_in_padding, sliding_count
+    from dmlserve.kernels.geometry import sliding_count
+    from dmlserve.kernels.operators.average_pooling import first_window_in_padding
 
     for size in range(1, 6):
         for window in range(1, 4):
