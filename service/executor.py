@@ -10,7 +10,6 @@ thread hand-offs than it takes to compute.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -330,40 +329,15 @@ def _to_host(out: Any, stream: Any) -> np.ndarray:
 
 
 def _warmup_cases() -> list[tuple[OperatorBase, dict[str, HostTensor]]]:
-    from dmlserve.kernels.dtypes import DataType
-
-    def tensor(dt: DataType, sizes: tuple[int, ...]) -> HostTensor:
-        return HostTensor(dt, sizes, None, np.zeros(math.prod(sizes), dt.numpy))
-
-    f32, i8 = DataType.FLOAT32, DataType.INT8
-    specs: list[tuple[dict[str, Any], dict[str, HostTensor]]] = [
-        (
-            {"type": "PADDING", "PaddingMode": "REFLECTION", "StartPadding": [0, 0, 1, 1],
-             "EndPadding": [0, 0, 1, 1]},
-            {"InputTensor": tensor(f32, (1, 1, 2, 2))},
-        ),
-        (
-            {"type": "UNFOLD", "WindowSizes": [2, 2]},
-            {"InputTensor": tensor(f32, (1, 1, 3, 3))},
-        ),
-        (
-            {"type": "FOLD", "WindowSizes": [2, 2],
-             "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 3, 3]}},
-            {"InputTensor": tensor(f32, (1, 4, 4))},
-        ),
-        (
-            {"type": "AVERAGE_POOLING", "WindowSize": [2, 2]},
-            {"InputTensor": tensor(f32, (1, 1, 3, 3))},
-        ),
-        (
-            {"type": "CONVOLUTION_INTEGER"},
-            {"InputTensor": tensor(i8, (1, 1, 3, 3)), "FilterTensor": tensor(i8, (1, 1, 2, 2))},
-        ),
-    ]  # fmt: skip
     cases = []
-    for spec, inputs in specs:
+    for spec in kernels.OPERATORS.values():
+        example = spec.warmup
+        inputs = {
+            name: HostTensor(d.data_type, d.sizes, None, np.zeros(d.element_count, d.numpy_dtype))
+            for name, d in example.inputs.items()
+        }
         descs = {n: t_desc(t) for n, t in inputs.items()}
-        cases.append((kernels.resolve(spec, descs), inputs))
+        cases.append((kernels.resolve(example.descriptor, descs), inputs))
     return cases
 
 
