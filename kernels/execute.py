@@ -41,7 +41,7 @@ def select_backend(name: str = "auto") -> Literal["numpy", "cupy"]:
 
 
 def backend_module(name: Literal["numpy", "cupy"]) -> ModuleType:
-    """The module holding one function per operator for backend `name` (as `run` takes)."""
+    """The package of backend `name`'s functions; `run` takes it in place of the name."""
     return importlib.import_module(_MODULES[name])
 
 
@@ -78,15 +78,15 @@ def execute(
 
 
 def run(op: OperatorBase, arrays: Mapping[str, Any], backend: str | ModuleType = "numpy") -> Any:
-    """Run a resolved descriptor on `arrays` (no further validation).
+    """Run a resolved descriptor on `arrays` with the function its spec names for `backend`.
 
-    `backend` names a backend ("numpy", "cupy"), whose function the operator's spec gives,
-    or is a module holding one function per operator, named as the spec's `name`.
+    `backend` is a backend name ("numpy", "cupy") or that backend's package (`backend_module`).
+    No further validation: `op` must come from `resolve` against these arrays.
     """
-    spec = spec_of(op)
     if isinstance(backend, ModuleType):
-        return getattr(backend, spec.name)(*spec.arguments(op, arrays))
-    return spec.run(op, arrays, backend)
+        names = {module: name for name, module in _MODULES.items()}
+        backend = names[backend.__name__]
+    return spec_of(op).run(op, arrays, backend)
 
 
 def _describe(name: str, array: Any) -> TensorDesc:
