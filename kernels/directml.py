@@ -23,9 +23,6 @@ class PaddingMode(enum.StrEnum):
     SYMMETRIC = "SYMMETRIC"
     WRAP = "WRAP"
 
-    def __str__(self) -> str:
-        return self.value
-
     @property
     def dml_value(self) -> int:
         """The DML_PADDING_MODE value (CONSTANT = 0 ... WRAP = 4), as the kernels number it."""

@@ -17,12 +17,13 @@ from ._base import (
 from .operator import (
     OPERATOR_PREFIX,
     OperatorBase,
+    OperatorType,
     PerAxis,
     WindowedOperator,
     strip_prefix,
     validation_errors,
 )
-from .windows import window_counts
+from .windows import Windowed, window_counts
 
 __all__ = [
     "MAX_ELEMENT_COUNT",
@@ -32,8 +33,10 @@ __all__ = [
     "DmlModel",
     "Errors",
     "OperatorBase",
+    "OperatorType",
     "PerAxis",
     "TensorDesc",
+    "Windowed",
     "WindowedOperator",
     "attr_name",
     "strip_prefix",

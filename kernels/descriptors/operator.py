@@ -8,7 +8,7 @@ here knows any operator by name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BeforeValidator, ValidationError
 
@@ -19,6 +19,7 @@ from ._base import DmlModel, Errors, TensorDesc, attr_name, wire_name
 __all__ = [
     "OPERATOR_PREFIX",
     "OperatorBase",
+    "OperatorType",
     "PerAxis",
     "WindowedOperator",
     "strip_prefix",
@@ -41,6 +42,11 @@ def strip_prefix(prefix: str) -> Any:
         return value.removeprefix(prefix) if isinstance(value, str) else value
 
     return BeforeValidator(strip)
+
+
+_T = TypeVar("_T")
+OperatorType = Annotated[_T, strip_prefix(OPERATOR_PREFIX)]
+"""A model's `type` field: `OperatorType[Literal["FOLD"]]` takes `FOLD` or `DML_OPERATOR_FOLD`."""
 
 
 class OperatorBase(DmlModel):

@@ -7,20 +7,32 @@ Every axis must fit the dilated window in its padded size; the window count per 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from ..geometry import sliding_count
 from ._base import Errors
+from .operator import PerAxis
 
-__all__ = ["window_counts"]
+__all__ = ["Windowed", "window_counts"]
+
+
+class Windowed(Protocol):
+    """A descriptor with sliding-window arrays (filled with their defaults by `resolve`)."""
+
+    @property
+    def strides(self) -> PerAxis | None: ...
+    @property
+    def dilations(self) -> PerAxis | None: ...
+    @property
+    def start_padding(self) -> PerAxis | None: ...
+    @property
+    def end_padding(self) -> PerAxis | None: ...
 
 
 def window_counts(
+    op: Windowed,
     spatial: Sequence[int],
     window: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start: Sequence[int],
-    end: Sequence[int],
     errors: Errors,
     *,
     window_field: str,
@@ -28,9 +40,11 @@ def window_counts(
 ) -> tuple[int, ...] | None:
     """Windows per spatial axis, or None after naming each axis the window does not fit."""
     counts = []
-    for d, (s, k, st, dl, a, b) in enumerate(
-        zip(spatial, window, strides, dilations, start, end, strict=True)
-    ):
+    axes = zip(
+        spatial, window, op.strides or (), op.dilations or (), op.start_padding or (),
+        op.end_padding or (), strict=True,
+    )  # fmt: skip
+    for d, (s, k, st, dl, a, b) in enumerate(axes):
         n = sliding_count(s, k, st, dl, a, b)
         if n is None:
             errors.add(

@@ -2,8 +2,10 @@
 
 A module declares its descriptor model (fields, DirectML rules, output inference) and a
 `SPEC` (`OperatorSpec`: reference function, backend launchers, argument mapping, cost
-estimate, warm-up example, SDK helper). Adding an operator is one module here, listed below,
-plus its kernel source and tests.
+estimate, warm-up example, SDK helper). Adding an operator: its module here, listed in
+`_MODULES`; its reference in `kernels/reference/`, its launcher and `.cu` in
+`kernels/cupy_backend/` and `kernels/cuda/`; its typed SDK methods in `clients/_helpers.py`;
+its samples in `tests/operator_info.py`.
 """
 
 from __future__ import annotations

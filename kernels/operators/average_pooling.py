@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..descriptors import (
-    OPERATOR_PREFIX,
-    Errors,
-    OperatorBase,
-    PerAxis,
-    TensorDesc,
-    strip_prefix,
-    window_counts,
-)
+from ..descriptors import Errors, OperatorBase, OperatorType, PerAxis, TensorDesc, window_counts
 from ..dtypes import DataType
 from ..reference.average_pooling import average_pooling
-from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host
+from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host, window_fields
 from ._spec import Example, OperatorSpec
 
 __all__ = ["SPEC", "AveragePoolingOperator", "first_window_in_padding", "helper"]
@@ -30,7 +22,7 @@ _POOLING_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 class AveragePoolingOperator(OperatorBase):
     """DML_AVERAGE_POOLING1_OPERATOR_DESC (AVERAGE_POOLING with Dilations)."""
 
-    type: Annotated[Literal["AVERAGE_POOLING"], strip_prefix(OPERATOR_PREFIX)] = "AVERAGE_POOLING"
+    type: OperatorType[Literal["AVERAGE_POOLING"]] = "AVERAGE_POOLING"
     strides: PerAxis | None = None
     window_size: PerAxis
     start_padding: PerAxis | None = None
@@ -54,18 +46,18 @@ class AveragePoolingOperator(OperatorBase):
             ("InputTensor", "DataType"),
             f"AVERAGE_POOLING supports FLOAT32 and FLOAT16 tensors, got {x.data_type.value}",
         )
-        strides, dilations = self.strides or (), self.dilations or ()
-        start, end = self.start_padding or (), self.end_padding or ()
         out = window_counts(
-            x.sizes[2:], self.window_size, strides, dilations, start, end, errors,
-            window_field="WindowSize", source="InputTensor",
+            self, x.sizes[2:], self.window_size, errors, window_field="WindowSize",
+            source="InputTensor",
         )  # fmt: skip
         if out is None:
             return None
         if not self.include_padding:
-            for d, (s, k, st, dl, a, n) in enumerate(
-                zip(x.sizes[2:], self.window_size, strides, dilations, start, out, strict=True)
-            ):
+            axes = zip(
+                x.sizes[2:], self.window_size, self.strides or (), self.dilations or (),
+                self.start_padding or (), out, strict=True,
+            )  # fmt: skip
+            for d, (s, k, st, dl, a, n) in enumerate(axes):
                 o = first_window_in_padding(s, k, st, dl, a, n)
                 errors.check(
                     o is None,
@@ -119,15 +111,10 @@ def helper(
     """AVERAGE_POOLING (with AVERAGE_POOLING1's Dilations) of `x` (N, C, *S), float16/32."""
     array = to_host(x)
     count = max(array.ndim - 2, 1)
-    window = per_axis(window_size, count)
-    assert window is not None
     op = AveragePoolingOperator(
-        window_size=window,
+        window_size=per_axis(window_size, count),
         include_padding=include_padding,
-        strides=per_axis(strides, count),
-        dilations=per_axis(dilations, count),
-        start_padding=per_axis(start_padding, count),
-        end_padding=per_axis(end_padding, count),
+        **window_fields(count, strides, dilations, start_padding, end_padding),
     )
     return op, {"InputTensor": array}
 

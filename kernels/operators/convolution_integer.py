@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from .._array import is_cupy_array, to_host
-from ..descriptors import (
-    OPERATOR_PREFIX,
-    Errors,
-    TensorDesc,
-    WindowedOperator,
-    strip_prefix,
-    window_counts,
-)
+from ..descriptors import Errors, OperatorType, TensorDesc, WindowedOperator, window_counts
 from ..dtypes import DataType
 from ..reference.convolution_integer import convolution_integer
-from ._sdk import ArrayLike, Dims, NDArray, per_axis
+from ._sdk import ArrayLike, Dims, NDArray, window_fields
 from ._spec import Example, OperatorSpec
 
 __all__ = ["SPEC", "ConvolutionIntegerOperator", "helper"]
@@ -30,9 +23,7 @@ _INT8_TYPES = (DataType.INT8, DataType.UINT8)
 class ConvolutionIntegerOperator(WindowedOperator):
     """DML_CONVOLUTION_INTEGER_OPERATOR_DESC: integer cross-correlation with zero points."""
 
-    type: Annotated[Literal["CONVOLUTION_INTEGER"], strip_prefix(OPERATOR_PREFIX)] = (
-        "CONVOLUTION_INTEGER"
-    )
+    type: OperatorType[Literal["CONVOLUTION_INTEGER"]] = "CONVOLUTION_INTEGER"
     input_zero_point_tensor: TensorDesc | None = None
     filter_tensor: TensorDesc | None = None
     filter_zero_point_tensor: TensorDesc | None = None
@@ -85,9 +76,8 @@ class ConvolutionIntegerOperator(WindowedOperator):
         )
         self._zero_point_errors(filters, errors)
         out = window_counts(
-            x.sizes[2:], w.sizes[2:], self.strides or (), self.dilations or (),
-            self.start_padding or (), self.end_padding or (), errors,
-            window_field="FilterTensor.Sizes[2:]", source="InputTensor",
+            self, x.sizes[2:], w.sizes[2:], errors, window_field="FilterTensor.Sizes[2:]",
+            source="InputTensor",
         )  # fmt: skip
         if out is None:
             return None
@@ -193,10 +183,7 @@ def helper(
     count = max(array.ndim - 2, 1)
     op = ConvolutionIntegerOperator(
         group_count=group_count,
-        strides=per_axis(strides, count),
-        dilations=per_axis(dilations, count),
-        start_padding=per_axis(start_padding, count),
-        end_padding=per_axis(end_padding, count),
+        **window_fields(count, strides, dilations, start_padding, end_padding),
     )
     inputs = {"InputTensor": array, "FilterTensor": weights}
     x_zp = _zero_point(x_zero_point, array, per_channel=False)

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from ..descriptors import (
-    OPERATOR_PREFIX,
-    Errors,
-    PerAxis,
-    TensorDesc,
-    WindowedOperator,
-    strip_prefix,
-    window_counts,
-)
+from ..descriptors import Errors, OperatorType, PerAxis, TensorDesc, WindowedOperator, window_counts
 from ..dtypes import DataType, from_numpy
 from ..reference.fold import fold
-from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host
+from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host, window_fields
 from ._spec import Example, OperatorSpec
 
 __all__ = ["SPEC", "FoldOperator", "helper"]
@@ -26,7 +18,7 @@ __all__ = ["SPEC", "FoldOperator", "helper"]
 class FoldOperator(WindowedOperator):
     """DML_FOLD_OPERATOR_DESC: sums sliding-window columns back into an image (col2im)."""
 
-    type: Annotated[Literal["FOLD"], strip_prefix(OPERATOR_PREFIX)] = "FOLD"
+    type: OperatorType[Literal["FOLD"]] = "FOLD"
     window_sizes: PerAxis
     dimension_arrays: ClassVar[tuple[str, ...]] = (
         "window_sizes",
@@ -53,9 +45,8 @@ class FoldOperator(WindowedOperator):
         ):
             return None
         blocks = window_counts(
-            y.sizes[2:], self.window_sizes, self.strides or (), self.dilations or (),
-            self.start_padding or (), self.end_padding or (), errors,
-            window_field="WindowSizes", source="OutputTensor",
+            self, y.sizes[2:], self.window_sizes, errors, window_field="WindowSizes",
+            source="OutputTensor",
         )  # fmt: skip
         if blocks is None:
             return None
@@ -103,16 +94,12 @@ def helper(
         raise ValueError(f"FOLD takes a 3-D column tensor (N, C*prod(K), L), got {array.shape}")
     count = len(output_size)
     window = per_axis(window_sizes, count)
-    assert window is not None
     channels = array.shape[1] // max(math.prod(window), 1)
     sizes = (array.shape[0], channels, *(int(s) for s in output_size))
     op = FoldOperator(
         window_sizes=window,
         output_tensor=TensorDesc(data_type=from_numpy(array.dtype), sizes=sizes),
-        strides=per_axis(strides, count),
-        dilations=per_axis(dilations, count),
-        start_padding=per_axis(start_padding, count),
-        end_padding=per_axis(end_padding, count),
+        **window_fields(count, strides, dilations, start_padding, end_padding),
     )
     return op, {"InputTensor": array}
 

@@ -17,10 +17,10 @@ from typing import Annotated, Any, ClassVar, Literal, cast
 import numpy as np
 
 from ..descriptors import (
-    OPERATOR_PREFIX,
     DataTypeField,
     Errors,
     OperatorBase,
+    OperatorType,
     PerAxis,
     TensorDesc,
     strip_prefix,
@@ -37,7 +37,7 @@ __all__ = ["SPEC", "PaddingOperator", "fill_value", "helper"]
 class PaddingOperator(OperatorBase):
     """DML_PADDING_OPERATOR_DESC / DML_PADDING1_OPERATOR_DESC, with WRAP (feature level 6.4)."""
 
-    type: Annotated[Literal["PADDING"], strip_prefix(OPERATOR_PREFIX)] = "PADDING"
+    type: OperatorType[Literal["PADDING"]] = "PADDING"
     padding_mode: Annotated[PaddingMode, strip_prefix("DML_PADDING_MODE_")] = PaddingMode.CONSTANT
     padding_value: int | float = 0
     padding_value_data_type: DataTypeField | None = None

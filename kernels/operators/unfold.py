@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from ..descriptors import (
-    OPERATOR_PREFIX,
-    Errors,
-    PerAxis,
-    TensorDesc,
-    WindowedOperator,
-    strip_prefix,
-    window_counts,
-)
+from ..descriptors import Errors, OperatorType, PerAxis, TensorDesc, WindowedOperator, window_counts
 from ..dtypes import DataType
 from ..reference.unfold import unfold
-from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host
+from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host, window_fields
 from ._spec import Example, OperatorSpec
 
 __all__ = ["SPEC", "UnfoldOperator", "helper"]
@@ -26,7 +18,7 @@ __all__ = ["SPEC", "UnfoldOperator", "helper"]
 class UnfoldOperator(WindowedOperator):
     """DML_UNFOLD_OPERATOR_DESC: extracts sliding local blocks as columns (im2col)."""
 
-    type: Annotated[Literal["UNFOLD"], strip_prefix(OPERATOR_PREFIX)] = "UNFOLD"
+    type: OperatorType[Literal["UNFOLD"]] = "UNFOLD"
     window_sizes: PerAxis
     dimension_arrays: ClassVar[tuple[str, ...]] = (
         "window_sizes",
@@ -38,9 +30,8 @@ class UnfoldOperator(WindowedOperator):
         x = self.input_tensor
         assert x is not None
         blocks = window_counts(
-            x.sizes[2:], self.window_sizes, self.strides or (), self.dilations or (),
-            self.start_padding or (), self.end_padding or (), errors,
-            window_field="WindowSizes", source="InputTensor",
+            self, x.sizes[2:], self.window_sizes, errors, window_field="WindowSizes",
+            source="InputTensor",
         )  # fmt: skip
         if blocks is None:
             return None
@@ -66,14 +57,9 @@ def helper(
     """UNFOLD (im2col): sliding blocks of `x` (N, C, *S) as columns (N, C*prod(K), L)."""
     array = to_host(x)
     count = max(array.ndim - 2, 1)
-    window = per_axis(window_sizes, count)
-    assert window is not None
     op = UnfoldOperator(
-        window_sizes=window,
-        strides=per_axis(strides, count),
-        dilations=per_axis(dilations, count),
-        start_padding=per_axis(start_padding, count),
-        end_padding=per_axis(end_padding, count),
+        window_sizes=per_axis(window_sizes, count),
+        **window_fields(count, strides, dilations, start_padding, end_padding),
     )
     return op, {"InputTensor": array}
 
