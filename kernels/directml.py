@@ -15,8 +15,9 @@ MAX_ELEMENT_COUNT = 2**32 - 1  # a tensor's element count must fit in a UINT32
 
 
 class PaddingMode(enum.StrEnum):
-    """DML_PADDING_MODE without its prefix, declared in DirectML's enum order."""
+    """DML_PADDING_MODE without its prefix."""
 
+    # in DirectML's enum order: `dml_value` is the position
     CONSTANT = "CONSTANT"
     EDGE = "EDGE"
     REFLECTION = "REFLECTION"
