@@ -41,7 +41,7 @@ def select_backend(name: str = "auto") -> Literal["numpy", "cupy"]:
 
 
 def backend_module(name: Literal["numpy", "cupy"]) -> ModuleType:
-    """The package of backend `name`'s functions; `run` takes it in place of the name."""
+    """The package holding one function per operator for backend `name` (as `run` takes)."""
     return importlib.import_module(_MODULES[name])
 
 
@@ -77,16 +77,18 @@ def execute(
     return {"OutputTensor": run(resolved, arrays, chosen)}
 
 
-def run(op: OperatorBase, arrays: Mapping[str, Any], backend: str | ModuleType = "numpy") -> Any:
-    """Run a resolved descriptor on `arrays` with the function its spec names for `backend`.
+def run(op: OperatorBase, arrays: Mapping[str, Any], backend: str | object = "numpy") -> Any:
+    """Run a resolved descriptor on `arrays` (no further validation: `op` must come from
+    `resolve` against these arrays).
 
-    `backend` is a backend name ("numpy", "cupy") or that backend's package (`backend_module`).
-    No further validation: `op` must come from `resolve` against these arrays.
+    `backend` names a backend ("numpy", "cupy"), whose function the operator's spec gives;
+    or it holds one function per operator, named as the spec's `name`: a backend package
+    (`backend_module`) or a backend bound to its own limits.
     """
-    if isinstance(backend, ModuleType):
-        names = {module: name for name, module in _MODULES.items()}
-        backend = names[backend.__name__]
-    return spec_of(op).run(op, arrays, backend)
+    spec = spec_of(op)
+    if isinstance(backend, str):
+        return spec.run(op, arrays, backend)
+    return getattr(backend, spec.name)(*spec.arguments(op, arrays))
 
 
 def _describe(name: str, array: Any) -> TensorDesc:
