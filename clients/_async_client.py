@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
 import httpx
 
-from dmlserve.kernels import PaddingMode
-
-from . import _helpers
 from ._base import BaseClient, OperatorLike, RequestSpec
 from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ._framing import Encoding, NDArray
-from ._helpers import ArrayLike, Dims
+from ._helpers import ArrayLike, AsyncOperatorMethods
 
 __all__ = ["AsyncClient", "AsyncRegisteredOperator"]
 
 _T = TypeVar("_T")
 
 
-class AsyncClient(BaseClient[httpx.AsyncClient]):
+class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
     """An asyncio/trio dmlserve client over httpx; an async context manager.
 
     `http_client` injects a configured `httpx.AsyncClient` (proxies, mTLS, an in-process
@@ -107,94 +104,6 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
         """
         spec = self._execute_request("v1/execute", operator, inputs, encoding)
         return await self._request(spec, self._parse_outputs)
-
-    async def fold(
-        self,
-        x: ArrayLike,
-        output_size: Sequence[int],
-        window_sizes: Dims,
-        strides: Dims | None = None,
-        dilations: Dims | None = None,
-        start_padding: Dims | None = None,
-        end_padding: Dims | None = None,
-    ) -> NDArray:
-        """FOLD (col2im): sum the columns of `x` (N, C*prod(K), L) into (N, C, *output_size)."""
-        op, inputs = _helpers.fold_call(
-            x, output_size, window_sizes, strides, dilations, start_padding, end_padding
-        )
-        return (await self.execute(op, inputs))["OutputTensor"]
-
-    async def unfold(
-        self,
-        x: ArrayLike,
-        window_sizes: Dims,
-        strides: Dims | None = None,
-        dilations: Dims | None = None,
-        start_padding: Dims | None = None,
-        end_padding: Dims | None = None,
-    ) -> NDArray:
-        """UNFOLD (im2col): sliding blocks of `x` (N, C, *S) as columns (N, C*prod(K), L)."""
-        op, inputs = _helpers.unfold_call(
-            x, window_sizes, strides, dilations, start_padding, end_padding
-        )
-        return (await self.execute(op, inputs))["OutputTensor"]
-
-    async def padding(
-        self,
-        x: ArrayLike,
-        start_padding: Sequence[int],
-        end_padding: Sequence[int],
-        mode: str | PaddingMode = "CONSTANT",
-        value: float = 0,
-    ) -> NDArray:
-        """PADDING over every dimension; `value` (CONSTANT) is exact in `x`'s own type."""
-        op, inputs = _helpers.padding_call(x, start_padding, end_padding, mode, value)
-        return (await self.execute(op, inputs))["OutputTensor"]
-
-    async def average_pooling(
-        self,
-        x: ArrayLike,
-        window_size: Dims,
-        strides: Dims | None = None,
-        dilations: Dims | None = None,
-        start_padding: Dims | None = None,
-        end_padding: Dims | None = None,
-        include_padding: bool = False,
-    ) -> NDArray:
-        """AVERAGE_POOLING (with AVERAGE_POOLING1's Dilations) of `x` (N, C, *S), float16/32."""
-        op, inputs = _helpers.average_pooling_call(
-            x, window_size, strides, dilations, start_padding, end_padding, include_padding
-        )
-        return (await self.execute(op, inputs))["OutputTensor"]
-
-    async def convolution_integer(
-        self,
-        x: ArrayLike,
-        w: ArrayLike,
-        x_zero_point: ArrayLike | None = None,
-        w_zero_point: ArrayLike | None = None,
-        strides: Dims | None = None,
-        dilations: Dims | None = None,
-        start_padding: Dims | None = None,
-        end_padding: Dims | None = None,
-        group_count: int = 1,
-    ) -> NDArray:
-        """CONVOLUTION_INTEGER of int8/uint8 `x` (N, C, *S) with `w` (M, C/G, *K) -> int32.
-
-        A zero point may be a number (per tensor) or, for `w`, one value per output channel.
-        """
-        op, inputs = _helpers.convolution_integer_call(
-            x,
-            w,
-            x_zero_point,
-            w_zero_point,
-            strides,
-            dilations,
-            start_padding,
-            end_padding,
-            group_count,
-        )
-        return (await self.execute(op, inputs))["OutputTensor"]
 
     # ---- registry ------------------------------------------------------------------------
 

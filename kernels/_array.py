@@ -6,6 +6,8 @@ import functools
 import sys
 from typing import Any
 
+import numpy as np
+
 
 def is_cupy_array(x: Any) -> bool:
     """True for a CuPy array; never imports CuPy when it has not been imported already."""
@@ -22,3 +24,11 @@ def cuda_available() -> bool:
         return int(cupy.cuda.runtime.getDeviceCount()) > 0
     except Exception:  # noqa: BLE001 - any import or driver failure means "no GPU here"
         return False
+
+
+def to_host(x: Any) -> np.ndarray:
+    """A NumPy array of `x`: CuPy arrays are copied to the host, anything else `asarray`'d."""
+    if is_cupy_array(x):
+        host: np.ndarray = x.get()
+        return host
+    return np.asarray(x)

@@ -8,24 +8,13 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import ValidationError
 
-from ._array import cuda_available, is_cupy_array
-from .descriptors import (
-    AveragePoolingOperator,
-    ConvolutionIntegerOperator,
-    FoldOperator,
-    OperatorBase,
-    PaddingMode,
-    PaddingOperator,
-    TensorDesc,
-    UnfoldOperator,
-    fill_value,
-    parse_operator,
-    resolve,
-)
+from ._array import cuda_available, is_cupy_array, to_host
+from .descriptors import OperatorBase, TensorDesc
 from .errors import BackendUnavailableError, DescriptorError, LimitExceededError
+from .operators import parse_operator, spec_of
+from .resolve import resolve
 
 BackendName = Literal["auto", "numpy", "cupy"]
 _MODULES = {"numpy": "dmlserve.kernels.reference", "cupy": "dmlserve.kernels.cupy_backend"}
@@ -52,7 +41,7 @@ def select_backend(name: str = "auto") -> Literal["numpy", "cupy"]:
 
 
 def backend_module(name: Literal["numpy", "cupy"]) -> ModuleType:
-    """The module holding the five backend functions of `name`."""
+    """The package holding one function per operator for backend `name` (as `run` takes)."""
     return importlib.import_module(_MODULES[name])
 
 
@@ -85,50 +74,21 @@ def execute(
             "max_output_bytes", max_output_bytes, output.nbytes, "OutputTensor"
         )
     arrays = {name: _to_backend(array, chosen) for name, array in inputs.items()}
-    return {"OutputTensor": run(resolved, arrays, backend_module(chosen))}
+    return {"OutputTensor": run(resolved, arrays, chosen)}
 
 
-def run(op: OperatorBase, arrays: Mapping[str, Any], module: ModuleType) -> Any:
-    """Call the backend function for a resolved descriptor (no further validation)."""
-    x = arrays["InputTensor"]
-    if isinstance(op, PaddingOperator):
-        dtype = op.input_tensor.data_type  # type: ignore[union-attr]
-        value = (
-            fill_value(op, dtype)
-            if op.padding_mode == PaddingMode.CONSTANT
-            else dtype.numpy.type(0)
-        )
-        return module.padding(x, op.start_padding, op.end_padding, op.padding_mode.value, value)
-    if isinstance(op, UnfoldOperator):
-        return module.unfold(
-            x, op.window_sizes, op.strides, op.dilations, op.start_padding, op.end_padding
-        )
-    if isinstance(op, FoldOperator):
-        spatial = op.output_tensor.sizes[2:]  # type: ignore[union-attr]
-        return module.fold(
-            x, spatial, op.window_sizes, op.strides, op.dilations, op.start_padding, op.end_padding
-        )
-    if isinstance(op, AveragePoolingOperator):
-        return module.average_pooling(
-            x, op.window_size, op.strides, op.dilations, op.start_padding, op.end_padding,
-            op.include_padding,
-        )  # fmt: skip
-    if isinstance(op, ConvolutionIntegerOperator):
-        w = arrays["FilterTensor"]
-        x_zp = arrays.get("InputZeroPointTensor")
-        w_zp = arrays.get("FilterZeroPointTensor")
-        filters = w.shape[0]
-        x_zero = int(_host(x_zp).reshape(-1)[0]) if x_zp is not None else 0
-        w_zero = (
-            np.broadcast_to(_host(w_zp).reshape(-1).astype(np.int32), (filters,)).copy()
-            if w_zp is not None
-            else np.zeros(filters, np.int32)
-        )
-        return module.convolution_integer(
-            x, w, x_zero, w_zero, op.strides, op.dilations, op.start_padding, op.end_padding,
-            op.group_count,
-        )  # fmt: skip
-    raise DescriptorError.at(("type",), f"unknown operator type {op.type}")
+def run(op: OperatorBase, arrays: Mapping[str, Any], backend: str | object = "numpy") -> Any:
+    """Run a resolved descriptor on `arrays` (no further validation: `op` must come from
+    `resolve` against these arrays).
+
+    `backend` names a backend ("numpy", "cupy"), whose function the operator's spec gives;
+    or it holds one function per operator, named as the spec's `name`: a backend package
+    (`backend_module`) or a backend bound to its own limits.
+    """
+    spec = spec_of(op)
+    if isinstance(backend, str):
+        return spec.run(op, arrays, backend)
+    return getattr(backend, spec.name)(*spec.arguments(op, arrays))
 
 
 def _describe(name: str, array: Any) -> TensorDesc:
@@ -143,13 +103,9 @@ def _describe(name: str, array: Any) -> TensorDesc:
         raise DescriptorError.at((name, "DataType"), str(exc)) from None
 
 
-def _host(array: Any) -> np.ndarray:
-    return array.get() if is_cupy_array(array) else np.asarray(array)
-
-
 def _to_backend(array: Any, backend: str) -> Any:
     if backend == "numpy":
-        return _host(array)
+        return to_host(array)
     if is_cupy_array(array):
         return array
     import cupy

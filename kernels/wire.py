@@ -26,7 +26,7 @@ from typing import Any, Literal, NoReturn, cast
 import numpy as np
 
 from ._array import is_cupy_array
-from .descriptors._base import MAX_TENSOR_RANK
+from .directml import MAX_TENSOR_RANK
 from .dtypes import DataType, from_numpy, parse_data_type
 from .errors import DescriptorError, ErrorItem, LimitExceededError, Loc
 

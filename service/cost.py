@@ -7,10 +7,10 @@ window offset.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
-from dmlserve.kernels import AveragePoolingOperator, FoldOperator, OperatorBase, UnfoldOperator
+from dmlserve import kernels
+from dmlserve.kernels import OperatorBase
 from dmlserve.kernels.wire import HostTensor
 from dmlserve.service.concurrency import INLINE_BYTES
 
@@ -21,13 +21,7 @@ def is_tiny(op: OperatorBase, inputs: Mapping[str, HostTensor]) -> bool:
     """Whether running `op` on `inputs` is small enough not to stall the event loop."""
     out = op.output_tensor
     assert out is not None
-    taps = 1
-    if isinstance(op, FoldOperator | UnfoldOperator):
-        taps = math.prod(op.window_sizes)
-    elif isinstance(op, AveragePoolingOperator):
-        taps = math.prod(op.window_size)
-    elif "FilterTensor" in inputs:
-        taps = math.prod(inputs["FilterTensor"].sizes[1:])  # (C/G, *K) per output element
+    taps = kernels.spec_of(op).taps(op)
     if taps > INLINE_TAPS:
         return False
     touched = sum(t.buffer.nbytes for t in inputs.values()) + out.nbytes * taps

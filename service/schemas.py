@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dmlserve.kernels.descriptors._base import MAX_TENSOR_RANK
+from dmlserve.kernels.directml import MAX_TENSOR_RANK
 from dmlserve.kernels.dtypes import DataType
 
 OutputEncoding = Literal["json", "b64", "binary"]

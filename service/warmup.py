@@ -4,10 +4,10 @@ no request pays for compiling kernels."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
+from dmlserve import kernels
 from dmlserve.kernels import OperatorBase
 from dmlserve.kernels.dtypes import DataType
 from dmlserve.kernels.wire import HostTensor
@@ -21,33 +21,12 @@ def zeros(dt: DataType, sizes: tuple[int, ...]) -> HostTensor:
 
 
 def warmup_cases() -> list[Work]:
-    """One tiny case per operator."""
-    f32, i8 = DataType.FLOAT32, DataType.INT8
-    specs: list[tuple[dict[str, Any], dict[str, HostTensor]]] = [
-        (
-            {"type": "PADDING", "PaddingMode": "REFLECTION", "StartPadding": [0, 0, 1, 1],
-             "EndPadding": [0, 0, 1, 1]},
-            {"InputTensor": zeros(f32, (1, 1, 2, 2))},
-        ),
-        (
-            {"type": "UNFOLD", "WindowSizes": [2, 2]},
-            {"InputTensor": zeros(f32, (1, 1, 3, 3))},
-        ),
-        (
-            {"type": "FOLD", "WindowSizes": [2, 2],
-             "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 3, 3]}},
-            {"InputTensor": zeros(f32, (1, 4, 4))},
-        ),
-        (
-            {"type": "AVERAGE_POOLING", "WindowSize": [2, 2]},
-            {"InputTensor": zeros(f32, (1, 1, 3, 3))},
-        ),
-        (
-            {"type": "CONVOLUTION_INTEGER"},
-            {"InputTensor": zeros(i8, (1, 1, 3, 3)), "FilterTensor": zeros(i8, (1, 1, 2, 2))},
-        ),
-    ]  # fmt: skip
-    return [Work(bind(spec, inputs), inputs) for spec, inputs in specs]
+    """One tiny case per operator, from each operator's declared warm-up example."""
+    cases = []
+    for spec in kernels.OPERATORS.values():
+        inputs = {name: zeros(d.data_type, d.sizes) for name, d in spec.warmup.inputs.items()}
+        cases.append(Work(bind(spec.warmup.descriptor, inputs), inputs))
+    return cases
 
 
 def warm_up(device: Device) -> None:

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..directml import MAX_TENSOR_RANK as MAX_RANK
+from ..directml import PaddingMode
 from ._common import (
     BLOCK,
     FAST_DIVMOD,
@@ -25,8 +27,6 @@ from ._common import (
 
 __all__ = ["PATHS", "padding", "padding_on"]
 
-MODES = {"CONSTANT": 0, "EDGE": 1, "REFLECTION": 2, "SYMMETRIC": 3, "WRAP": 4}
-MAX_RANK = 8
 Path = Literal["rows", "chunks"]
 PATHS: tuple[Path, ...] = ("rows", "chunks")
 # pad_rows: shared memory per CTA for the source rows of its groups; longer rows take pad_chunks.
@@ -148,7 +148,7 @@ def _plan(
     p["chunk_div"] = fast_divmod(chunks)
     p["period_div"] = fast_divmod(period)
     p["period_offset"] = period * -(-lo[-1] // period)
-    p["mode"] = MODES[mode]
+    p["mode"] = PaddingMode(mode).dml_value
     p["periodic"] = int(
         any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
     )
@@ -176,7 +176,7 @@ def _plan(
             itemsize,
             rank,
             idx,
-            MODES[mode],
+            PaddingMode(mode).dml_value,
             lanes,
             grid=(-(-rows // groups), 1, 1),
             shared_mem=groups * slot,

@@ -1,39 +1,46 @@
-"""Operator descriptors: models with DirectML field names, validation and shape inference."""
+"""Descriptor machinery shared by every operator: DirectML field names, tensor descriptors,
+error collection, the operator base model and the sliding-window rule.
 
-from ..geometry import sliding_count
-from ._base import MAX_ELEMENT_COUNT, TensorDesc, wire_name
-from .operators import (
-    OPERATOR_TYPES,
-    AveragePoolingOperator,
-    ConvolutionIntegerOperator,
-    FoldOperator,
-    Operator,
-    OperatorBase,
-    PaddingMode,
-    PaddingOperator,
-    UnfoldOperator,
+The operators themselves are declared in `kernels/operators/`, one module each.
+"""
+
+from ._base import (
+    MAX_ELEMENT_COUNT,
+    MAX_TENSOR_RANK,
+    DataTypeField,
+    DmlModel,
+    Errors,
+    TensorDesc,
     attr_name,
-    parse_operator,
+    wire_name,
 )
-from .padding_value import fill_value
-from .resolve import resolve
+from .operator import (
+    OPERATOR_PREFIX,
+    OperatorBase,
+    OperatorType,
+    PerAxis,
+    WindowedOperator,
+    strip_prefix,
+    validation_errors,
+)
+from .windows import Windowed, window_counts
 
 __all__ = [
     "MAX_ELEMENT_COUNT",
-    "OPERATOR_TYPES",
-    "AveragePoolingOperator",
-    "ConvolutionIntegerOperator",
-    "FoldOperator",
-    "Operator",
+    "MAX_TENSOR_RANK",
+    "OPERATOR_PREFIX",
+    "DataTypeField",
+    "DmlModel",
+    "Errors",
     "OperatorBase",
-    "PaddingMode",
-    "PaddingOperator",
+    "OperatorType",
+    "PerAxis",
     "TensorDesc",
-    "UnfoldOperator",
+    "Windowed",
+    "WindowedOperator",
     "attr_name",
-    "fill_value",
-    "parse_operator",
-    "resolve",
-    "sliding_count",
+    "strip_prefix",
+    "validation_errors",
+    "window_counts",
     "wire_name",
 ]

@@ -8,11 +8,20 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
+from ..directml import MAX_ELEMENT_COUNT, MAX_TENSOR_RANK
 from ..dtypes import DataType, parse_data_type
 from ..errors import DescriptorError, ErrorItem, Loc
 
-MAX_TENSOR_RANK = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
-MAX_ELEMENT_COUNT = 2**32 - 1  # DirectML: total elements must fit in a UINT32
+__all__ = [
+    "MAX_ELEMENT_COUNT",
+    "MAX_TENSOR_RANK",
+    "DataTypeField",
+    "DmlModel",
+    "Errors",
+    "TensorDesc",
+    "attr_name",
+    "wire_name",
+]
 
 
 def wire_name(name: str) -> str:
@@ -20,6 +29,16 @@ def wire_name(name: str) -> str:
     if name == "type":
         return name
     return "".join(part.capitalize() for part in name.split("_"))
+
+
+def attr_name(wire: str) -> str:
+    """DirectML field name -> snake_case attribute (`InputZeroPointTensor` -> ...)."""
+    out = []
+    for i, ch in enumerate(wire):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
 
 
 class DmlModel(BaseModel):

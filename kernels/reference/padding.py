@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..directml import PaddingMode
 from ._windows import Array
 
-__all__ = ["padding", "source_index", "PADDING_MODES"]
-
-PADDING_MODES = ("CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP")
+__all__ = ["padding", "source_index"]
 
 IndexArray = npt.NDArray[np.int64]
 
@@ -31,19 +30,19 @@ def source_index(j: IndexArray, n: int, mode: str) -> IndexArray:
     SYMMETRIC period ``2n``, ``r < n ? r : 2n - 1 - r`` (edge repeated); WRAP ``j mod n``.
     CONSTANT has no source outside the input and is handled by :func:`padding`.
     """
-    if mode == "EDGE":
+    if mode == PaddingMode.EDGE:
         return np.clip(j, 0, n - 1)
-    if mode == "REFLECTION":
+    if mode == PaddingMode.REFLECTION:
         if n == 1:  # period 0; the project's rule (NumPy/ONNX behaviour) repeats the element
             return np.zeros_like(j)
         period = 2 * (n - 1)
         r = np.mod(j, period)
         return np.where(r < n, r, period - r)
-    if mode == "SYMMETRIC":
+    if mode == PaddingMode.SYMMETRIC:
         period = 2 * n
         r = np.mod(j, period)
         return np.where(r < n, r, period - 1 - r)
-    if mode == "WRAP":
+    if mode == PaddingMode.WRAP:
         return np.mod(j, n)
     raise ValueError(f"no source-index map for PaddingMode {mode!r}")
 
@@ -57,10 +56,10 @@ def padding(
 ) -> Array:
     """``Out.Sizes[i] = In.Sizes[i] + StartPadding[i] + EndPadding[i]``, rank 1..8, any dtype.
 
-    ``mode`` is one of ``PADDING_MODES``; ``value`` (a NumPy scalar of ``x.dtype``) fills the
+    ``mode`` is a ``PaddingMode`` name; ``value`` (a NumPy scalar of ``x.dtype``) fills the
     padding in CONSTANT mode and is ignored otherwise.
     """
-    if mode == "CONSTANT":
+    if mode == PaddingMode.CONSTANT:
         out_shape = tuple(
             a + n + e for n, a, e in zip(x.shape, start_padding, end_padding, strict=True)
         )

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget
+from tests.oracles import Geometry
 
-from .._reference_support import Geometry, geometries
+from ..reference._support import geometries
 from ._support import (
     FIXED_OVERHEAD,
     SETTINGS,

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget
 from dmlserve.kernels.cpu.convolution_integer import EXACT_FLOAT32, exact_chunks
+from tests.oracles import Geometry
 
-from .._reference_support import Geometry, geometries
+from ..reference._support import geometries
 from ._support import (
     FIXED_OVERHEAD,
     SETTINGS,

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget
+from tests.oracles import ALL_TYPES, Geometry, random_array
 
-from .._reference_support import ALL_TYPES, Geometry, geometries, random_array
+from ..reference._support import geometries
 from ._support import (
     FIXED_OVERHEAD,
     SETTINGS,

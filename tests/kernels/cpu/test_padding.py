@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget, HostMemoryError
+from tests.oracles import ALL_TYPES, random_array
 
-from .._reference_support import ALL_TYPES, random_array
 from ._support import (
     FIXED_OVERHEAD,
     SETTINGS,

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget
+from tests.oracles import ALL_TYPES, Geometry, random_array
 
-from .._reference_support import ALL_TYPES, Geometry, geometries, random_array
+from ..reference._support import geometries
 from ._support import SETTINGS, StopAfter, assert_same, laid_out, layouts, seeds, temporary_bytes
 
 any_axes = st.one_of(

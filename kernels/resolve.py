@@ -11,25 +11,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import DescriptorError
-from ._base import MAX_ELEMENT_COUNT, Errors, TensorDesc
-from .operators import (
-    AveragePoolingOperator,
-    ConvolutionIntegerOperator,
-    FoldOperator,
-    OperatorBase,
-    PaddingOperator,
-    UnfoldOperator,
-    attr_name,
-    parse_operator,
-)
-from .padding_value import padding_value_errors
-from .rules import (
-    average_pooling_output,
-    convolution_integer_output,
-    fold_checks,
-    unfold_output,
-)
+from .descriptors import MAX_ELEMENT_COUNT, Errors, OperatorBase, TensorDesc, attr_name
+from .operators import parse_operator
+
+__all__ = ["resolve"]
 
 
 def resolve(
@@ -59,7 +44,7 @@ def resolve(
             update[name] = (default,) * dims
     filled = op.model_copy(update=update)
 
-    output = _infer_output(filled, errors)
+    output = filled.infer_output(errors)
     errors.raise_if_any()
     assert output is not None
     _check_output(filled.output_tensor, output, errors)
@@ -142,7 +127,7 @@ def _agree(name: str, given: TensorDesc, actual: TensorDesc, errors: Errors) -> 
 
 def _dimension_count(op: OperatorBase, inputs: Mapping[str, TensorDesc], errors: Errors) -> int:
     given = op.given_dimension_count()
-    derived = _derived_dimension_count(op, inputs)
+    derived = op.derived_dimension_count(inputs)
     if given is None:
         given = derived
     if given is None:
@@ -156,58 +141,13 @@ def _dimension_count(op: OperatorBase, inputs: Mapping[str, TensorDesc], errors:
     ):
         return given
     if derived is not None:
-        source = "OutputTensor" if isinstance(op, FoldOperator) else "InputTensor"
-        what = (
-            "the dimension count" if isinstance(op, PaddingOperator) else "the spatial dimensions"
-        )
+        what = "the dimension count" if op.leading_axes == 0 else "the spatial dimensions"
         errors.check(
             given == derived,
             ("DimensionCount",),
-            f"DimensionCount ({given}) must equal {what} of {source} ({derived})",
+            f"DimensionCount ({given}) must equal {what} of {op.rank_tensors[0]} ({derived})",
         )
     return given
-
-
-def _derived_dimension_count(op: OperatorBase, inputs: Mapping[str, TensorDesc]) -> int | None:
-    """DimensionCount as the tensors imply it (None when no tensor tells)."""
-    if isinstance(op, FoldOperator):
-        return op.output_tensor.rank - 2 if op.output_tensor is not None else None
-    x = inputs.get("InputTensor")
-    if isinstance(op, PaddingOperator):
-        return x.rank if x is not None else None
-    x = x or inputs.get("FilterTensor")
-    return x.rank - 2 if x is not None else None
-
-
-def _infer_output(op: OperatorBase, errors: Errors) -> TensorDesc | None:
-    if isinstance(op, PaddingOperator):
-        return _padding_output(op, errors)
-    if isinstance(op, UnfoldOperator):
-        return unfold_output(op, errors)
-    if isinstance(op, FoldOperator):
-        return fold_checks(op, errors)
-    if isinstance(op, AveragePoolingOperator):
-        return average_pooling_output(op, errors)
-    if isinstance(op, ConvolutionIntegerOperator):
-        return convolution_integer_output(op, errors)
-    raise DescriptorError.at(("type",), f"unknown operator type {op.type}")
-
-
-def _padding_output(op: PaddingOperator, errors: Errors) -> TensorDesc | None:
-    x = op.input_tensor
-    assert x is not None and op.start_padding is not None and op.end_padding is not None
-    padding_value_errors(op, x.data_type, errors)
-    sizes = tuple(
-        s if s == -1 else s + a + b
-        for s, a, b in zip(x.sizes, op.start_padding, op.end_padding, strict=True)
-    )
-    if x.has_wildcard_batch:
-        errors.check(
-            op.start_padding[0] == 0 and op.end_padding[0] == 0,
-            ("StartPadding", 0),
-            "a variable (-1) batch cannot be padded",
-        )
-    return TensorDesc(data_type=x.data_type, sizes=sizes)
 
 
 def _check_output(given: TensorDesc | None, inferred: TensorDesc, errors: Errors) -> None:

@@ -1,8 +1,8 @@
-"""Shared pieces of the reference-backend tests: window geometries, random data, and
-element-by-element definitions written straight from SEMANTICS.md (slow, tiny tensors only).
+"""Element-by-element definitions written straight from SEMANTICS.md: the tests' oracles.
 
-The definitions loop over single elements on purpose: they share no code or strategy with the
-vectorized reference (which moves strided slices), so agreement between the two means something.
+They loop over single elements on purpose (slow, tiny tensors only): they share no code or
+strategy with the vectorized reference (which moves strided slices) or the CUDA kernels, so
+agreement between them means something. Also window geometries and random test data.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from hypothesis import strategies as st
 
 from dmlserve.kernels.dtypes import DataType
 
@@ -55,33 +54,6 @@ class Geometry:
                 strict=True,
             )
         )
-
-
-@st.composite
-def geometries(
-    draw: st.DrawFn,
-    min_dims: int = 1,
-    max_dims: int = 3,
-    max_window: int = 3,
-    max_stride: int = 3,
-    max_dilation: int = 2,
-    max_pad: int = 3,
-    max_extra: int = 3,
-) -> Geometry:
-    """A valid geometry: every axis fits at least one dilated window in its padded size."""
-    dims = draw(st.integers(min_dims, max_dims))
-    axes = []
-    for _ in range(dims):
-        k = draw(st.integers(1, max_window))
-        stride = draw(st.integers(1, max_stride))
-        dilation = draw(st.integers(1, max_dilation))
-        start = draw(st.integers(0, max_pad))
-        end = draw(st.integers(0, max_pad))
-        smallest = max(1, dilation * (k - 1) + 1 - start - end)
-        size = draw(st.integers(smallest, smallest + max_extra))
-        axes.append((size, k, stride, dilation, start, end))
-    sizes, window, strides, dilations, start, end = (tuple(v) for v in zip(*axes, strict=True))
-    return Geometry(sizes, window, strides, dilations, start, end)
 
 
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> Array:

@@ -1,0 +1,89 @@
+"""`OperatorSpec`: everything the project knows about one operator besides its model.
+
+Each module of this package declares one operator: its descriptor model (fields, rules,
+output inference) and a `SPEC` that names its reference function, its launchers on other
+backends, how a resolved descriptor becomes their arguments, a cost estimate, a warm-up
+example and the SDK helper. `OPERATORS` (the package) collects the specs; the rest of the code
+iterates that table and never asks which operator it holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ..descriptors import OperatorBase, TensorDesc
+from ..errors import BackendUnavailableError
+
+__all__ = ["BackendFunction", "Example", "OperatorSpec"]
+
+OpT = TypeVar("OpT", bound=OperatorBase)
+P = ParamSpec("P")
+BackendFunction = Callable[..., Any]
+"""An implementation: the reference function's parameters, a new C-contiguous array back."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """A descriptor (DirectML field names) and the descriptors of its input tensors."""
+
+    descriptor: Mapping[str, Any]
+    inputs: Mapping[str, TensorDesc]
+
+    def zeros(self) -> dict[str, npt.NDArray[Any]]:
+        """The inputs as arrays of zeros."""
+        return {name: np.zeros(d.sizes, d.numpy_dtype) for name, d in self.inputs.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorSpec(Generic[OpT, P]):
+    """One operator's declaration; its descriptor `model` holds the DirectML rules."""
+
+    model: type[OpT]
+    #: snake_case name: the backend functions' and the SDK method's
+    name: str
+    #: the NumPy oracle, written for clarity (`kernels.reference`)
+    reference: BackendFunction
+    #: backend -> "module:function" with the reference's signature, imported on first use;
+    #: a backend missing here runs the reference
+    launchers: Mapping[str, str]
+    #: a resolved descriptor and its arrays (wire names) -> the implementations' arguments
+    arguments: Callable[[OpT, Mapping[str, Any]], tuple[Any, ...]]
+    #: cost estimate: input elements each output element reads (window taps; 1 for a copy)
+    taps: Callable[[OpT], int]
+    #: run once at start-up so the first request compiles nothing
+    warmup: Example
+    #: the SDK helper: NumPy-style arguments -> descriptor and named inputs; its signature and
+    #: docstring are the `Client` method's
+    helper: Callable[P, tuple[OpT, dict[str, npt.NDArray[Any]]]]
+
+    @property
+    def type(self) -> str:
+        """DML_OPERATOR_TYPE without its prefix (`FOLD`)."""
+        return str(self.model.model_fields["type"].default)
+
+    def implementation(self, backend: str) -> BackendFunction:
+        """The function that runs this operator on `backend` ("numpy", "cupy", ...)."""
+        path = self.launchers.get(backend)
+        if path is not None:
+            return _load(path)
+        if backend == "numpy":
+            return self.reference
+        raise BackendUnavailableError(f"{self.type} has no implementation on backend {backend!r}")
+
+    def run(self, op: OpT, arrays: Mapping[str, Any], backend: str = "numpy") -> Any:
+        """Run a resolved descriptor on `arrays` (no further validation)."""
+        return self.implementation(backend)(*self.arguments(op, arrays))
+
+
+@functools.cache
+def _load(path: str) -> BackendFunction:
+    module, _, name = path.partition(":")
+    function: BackendFunction = getattr(importlib.import_module(module), name)
+    return function
