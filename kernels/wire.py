@@ -214,7 +214,9 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
     """A tensor from a JSON array of numbers (flat row-major; nested lists are flattened).
 
     Integers stay exact (64-bit extremes included); a value the type cannot hold is refused,
-    never silently wrapped or rounded to infinity.
+    naming its element, never silently wrapped or rounded to infinity. Float tensors take
+    NaN and the infinities (the `NaN`/`Infinity` literals, as Triton's JSON); a boolean is
+    not a number.
     """
     dt, count = layout.data_type, layout.extent
     flat = _flat_numbers(values, loc)
@@ -223,30 +225,74 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
         what = "Sizes/Strides address" if layout.strides is not None else "Sizes need"
         _bad(loc, "data", f"{what} {count} elements, but data has {len(flat)}")
     kinds = set(map(type, flat))
-    target = dt.numpy
-    if target.kind in "iu":
-        if float in kinds:
-            f = np.asarray(flat, dtype=np.float64)
-            if not np.array_equal(f, np.trunc(f)):
-                _bad(loc, "data", f"{dt.value} data must be integers")
-            info = np.iinfo(target)
-            if f.min() < info.min or f.max() > info.max:
-                _bad(loc, "data", f"a value is outside the range of {dt.value}")
-            buffer = f.astype(target)
-        else:
-            try:
-                buffer = np.array(flat, dtype=target)
-            except OverflowError:
-                _bad(loc, "data", f"a value is outside the range of {dt.value}")
+    if dt.numpy.kind in "iu":
+        buffer = _integers(flat, kinds, dt, loc)
     else:
-        if int in kinds and max(abs(v) for v in flat if type(v) is int) > 2**53:
-            # Integers that a float cannot hold exactly are a client error, not a rounding.
-            _bad(loc, "data", f"an integer is too large to be represented as {dt.value}")
-        with np.errstate(over="ignore"):
-            buffer = np.asarray(flat, dtype=np.float64).astype(target)
-        if not np.isfinite(buffer).all():
-            _bad(loc, "data", f"a value is outside the range of {dt.value}")
+        buffer = _floats(flat, kinds, dt, loc)
     return HostTensor(dt, layout.sizes, layout.strides, buffer[:count])
+
+
+def _integers(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndarray:
+    target = dt.numpy
+    info = np.iinfo(target)
+    if float in kinds:
+        if int in kinds:  # the floats checked on their own; then every element as an integer
+            at = np.fromiter((i for i, v in enumerate(flat) if type(v) is float), np.intp)
+            f = np.fromiter((flat[i] for i in at), np.float64, len(at))
+        else:
+            at, f = None, np.asarray(flat, dtype=np.float64)
+        _refuse_first(
+            ~(np.isfinite(f) & (f == np.trunc(f))), loc, f"{dt.value} data must be integers", at
+        )
+        # float(info.max + 1) is a power of two, exact: no rounding at the bounds.
+        _refuse_first((f < info.min) | (f >= float(info.max + 1)), loc, _outside(dt), at)
+        # A JSON parser reads an integer literal beyond 64 bits as a rounded float; past 2**53
+        # a float no longer says which integer was meant.
+        inexact = np.abs(f) > _EXACT_FLOAT_INT
+        if inexact.any():
+            value = float(f[np.argmax(inexact)])
+            msg = (
+                f"{dt.value} values beyond +-2**53 must be integer literals within the type's "
+                f"range (this one reads as the rounded float {value!r})"
+            )
+            _refuse_first(inexact, loc, msg, at)
+        if at is None:
+            return f.astype(target)
+        flat = [int(v) for v in flat]
+    try:
+        return np.array(flat, dtype=target)
+    except OverflowError:
+        first = next(i for i, v in enumerate(flat) if not info.min <= v <= info.max)
+        _bad((*loc, "data"), first, _outside(dt))
+
+
+def _floats(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndarray:
+    if int in kinds:
+        # Integers that a float cannot hold exactly are a client error, not a rounding.
+        big = np.fromiter((type(v) is int and abs(v) > _EXACT_FLOAT_INT for v in flat), bool)
+        _refuse_first(big, loc, f"an integer is too large to be represented as {dt.value}")
+    wide = np.asarray(flat, dtype=np.float64)
+    if dt.numpy == wide.dtype:
+        return wide
+    with np.errstate(over="ignore"):
+        buffer = wide.astype(dt.numpy)
+    _refuse_first(np.isfinite(wide) & ~np.isfinite(buffer), loc, _outside(dt))
+    return buffer
+
+
+_EXACT_FLOAT_INT = 2**53
+
+
+def _outside(dt: DataType) -> str:
+    return f"the value is outside the range of {dt.value}"
+
+
+def _refuse_first(bad: np.ndarray, loc: Loc, msg: str, at: np.ndarray | None = None) -> None:
+    """A DescriptorError at the first element of `data` marked in `bad` (`at[i]` is the
+    element of `bad[i]`, when given), if any."""
+    if bad.any():
+        first = int(np.argmax(bad))
+        _bad((*loc, "data"), int(at[first]) if at is not None else first, msg)
 
 
 def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
@@ -259,8 +305,10 @@ def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
             values = [[]]  # NumPy refuses some ragged nestings, builds lists of others
         if any(type(v) is list for v in values):
             _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
-    if not set(map(type, values)) <= {int, float, bool}:
-        _bad(loc, "data", "data must hold numbers only")
+    if not set(map(type, values)) <= {int, float}:
+        first, value = next((i, v) for i, v in enumerate(values) if type(v) not in (int, float))
+        what = "a boolean is not a number" if type(value) is bool else "data must hold numbers only"
+        _bad((*loc, "data"), first, what)
     return cast(list[Any], values)
 
 
@@ -269,7 +317,7 @@ def _check_limit(nbytes: int, limit: int | None, what: str, loc: Loc) -> None:
         raise LimitExceededError("max_tensor_bytes", limit, nbytes, f"{what} {_dotted(loc)}")
 
 
-def _bad(loc: Loc, field: str, msg: str) -> NoReturn:
+def _bad(loc: Loc, field: str | int, msg: str) -> NoReturn:
     raise DescriptorError.at((*loc, field), msg)
 
 
@@ -360,6 +408,26 @@ def _wire_array(array: np.ndarray, compact: bool) -> tuple[np.ndarray, list[int]
     # Every byte from the first to the last addressed element belongs to the base allocation,
     # so this flat view stays inside it.
     return np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(itemsize,)), strides
+
+
+#: The longest text of one float element in `data` (the shortest round-trip form, as in
+#: "-0.0000012345678" or "-2.2250738585072014e-308"; FLOAT16 is written as its FLOAT32 value).
+_FLOAT_TEXT = {2: 17, 4: 17, 8: 25}
+
+
+def text_bytes(data_type: DataType, count: int, encoding: Encoding) -> int:
+    """The most bytes the `data` or `b64` text of `count` elements can take (0 for `binary`):
+    a bound known before the text (or the tensor) is built."""
+    if encoding == "binary":
+        return 0
+    if encoding == "b64":
+        return -(-count * data_type.itemsize // 3) * 4
+    if data_type.is_float:
+        element = _FLOAT_TEXT[data_type.itemsize]
+    else:
+        info = np.iinfo(data_type.numpy)
+        element = max(len(str(info.min)), len(str(info.max)))
+    return count * (element + 1) + 1  # a separator per element, and the brackets
 
 
 def encode_payload(
