@@ -7,6 +7,7 @@ takes when none is asked for, and the `/v1` execute response.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,11 +36,23 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def load_json(raw: memoryview) -> Any:
-    """The JSON document of a body; 400 when it is not JSON."""
+    """The JSON document of a body; 400 when it is not JSON.
+
+    The literals `NaN`, `Infinity` and `-Infinity` are read as floats, as Triton's JSON reads
+    them (perf_analyzer sends them); orjson refuses them, so a body holding one is read again
+    by the standard library's parser, which takes them (and only then pays its cost).
+    """
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise BadRequestError(f"the body is not valid JSON: {exc}") from None
+        error: Exception = exc
+    text = bytes(raw)
+    if b"NaN" in text or b"Infinity" in text:
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:  # bad JSON, over-deep, an endless integer
+            error = exc
+    raise BadRequestError(f"the body is not valid JSON: {error}") from None
 
 
 async def parse_json(raw: memoryview) -> Any:
@@ -63,6 +76,9 @@ def validate(model: type[M], obj: Any) -> M:
 @dataclass
 class V1Decoded(Decoded):
     encoding: Encoding = "json"  # of the response
+
+    def output_encoding(self) -> Encoding:
+        return self.encoding
 
 
 class BodyExchange:

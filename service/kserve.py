@@ -16,7 +16,13 @@ from starlette.responses import Response
 
 from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.dtypes import DataType, from_kserve, from_numpy
-from dmlserve.kernels.wire import BinarySection, HostTensor, decode_tensor, encode_payload
+from dmlserve.kernels.wire import (
+    BinarySection,
+    Encoding,
+    HostTensor,
+    decode_tensor,
+    encode_payload,
+)
 from dmlserve.service.codec import BodyExchange, load_json, validate
 from dmlserve.service.pipeline import Decoded
 from dmlserve.service.registry import RegisteredOperator
@@ -48,6 +54,9 @@ def model_metadata(reg: RegisteredOperator) -> dict[str, Any]:
 class InferDecoded(Decoded):
     request_id: str | None = None
     binary: dict[str, bool] | None = None  # output name -> sent as binary?
+
+    def output_encoding(self) -> Encoding:
+        return "binary" if (self.binary or {}).get("OutputTensor", True) else "json"
 
 
 class InferExchange(BodyExchange):
