@@ -2,23 +2,31 @@
 
 `Device.run` takes a bound `Work` whose tensors are on the host and returns the output on the
 host; on the GPU it stages the inputs through pinned memory on the worker thread's own stream,
-runs the kernels and copies the output back. Out of device (or pinned) memory is a 503 after the
-request's device memory is handed back to the pool; the server keeps serving.
+runs the kernels and copies the output back. Out of device, pinned or host memory is a 503
+(after the request's device memory is handed back to the pool); the server keeps serving.
+
+A computation stops at the request's deadline, so that a request past its time limit frees its
+compute slot: on NumPy the CPU path checks the deadline between bounded slices of work (within
+a working-memory budget per computation); on CuPy the wait for the kernels gives up at the
+deadline (each launch is bounded by the output limit, and what is queued on the worker's own
+stream still finishes there, ahead of that worker's next request).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from dmlserve.kernels import cpu
 from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
 from dmlserve.kernels.wire import HostTensor, as_tensor_view
-from dmlserve.service.errors import UnavailableError
+from dmlserve.service.errors import GatewayTimeoutError, UnavailableError
 from dmlserve.service.work import Work
 
 _CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (e.g. pinned host memory)
@@ -45,8 +53,17 @@ class Device:
             return self._run_cupy(work)
         t0 = time.perf_counter()
         views = {name: t.view() for name, t in work.inputs.items()}
-        # The operator was resolved against exactly these tensors: run it without resolving again.
-        out = run_resolved(work.operator, views, backend_module("numpy"))
+        budget = cpu.ExecutionBudget(check=_stop_check(work))
+        try:
+            # Resolved against exactly these tensors: run it without resolving again.
+            out = run_resolved(work.operator, views, cpu.Backend(budget))
+        except cpu.Cancelled:
+            raise GatewayTimeoutError.after(work.time_limit_s) from None
+        except MemoryError:  # HostMemoryError, or any allocation around the operator
+            raise UnavailableError(
+                "the host is out of memory for this request; retry later or send less",
+                self.retry_after_s,
+            ) from None
         work.timings.compute = time.perf_counter() - t0
         return np.asarray(out)
 
@@ -103,13 +120,45 @@ class Device:
                 del staged
                 t1 = time.perf_counter()
                 out = run_resolved(work.operator, device_inputs, backend_module("cupy"))
-                stream.synchronize()
+                if work.deadline is None:
+                    stream.synchronize()
+                elif not wait_for_stream(stream, work.deadline):
+                    raise GatewayTimeoutError.after(work.time_limit_s)
                 t2 = time.perf_counter()
                 host = _to_host(out, stream)
                 t3 = time.perf_counter()
         work.timings.transfer = (t1 - t0) + (t3 - t2)
         work.timings.compute = t2 - t1
         return host
+
+
+def _stop_check(work: Work) -> Callable[[], None] | None:
+    return cpu.cancel_after(work.deadline) if work.deadline is not None else None
+
+
+#: How long `wait_for_stream` sleeps between two looks, at most: the latency it adds to a
+#: long computation, and its cost (one cudaEventQuery per look).
+_POLL_S = 0.001
+
+
+def wait_for_stream(
+    stream: Any, deadline: float, clock: Callable[[], float] = time.monotonic
+) -> bool:
+    """Wait until the work queued on `stream` so far is done, or `deadline` passes (False).
+
+    A blocking synchronize cannot be abandoned; this polls an event recorded on the stream,
+    starting with short sleeps (a short kernel costs little latency) that double up to
+    `_POLL_S`.
+    """
+    event = stream.record()
+    pause = 10e-6
+    while not event.done:
+        now = clock()
+        if now >= deadline:
+            return False
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, _POLL_S)
+    return True
 
 
 def release_device_memory() -> None:

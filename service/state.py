@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import Depends, Request
 
 from dmlserve import kernels
+from dmlserve.kernels import cpu
 from dmlserve.service.binding import ResolveCache
 from dmlserve.service.concurrency import ComputeLimiter
 from dmlserve.service.device import Device
@@ -39,6 +40,7 @@ class ServiceState:
     limiter: ComputeLimiter = field(init=False)
     device: Device | None = None
     ready: bool = False
+    draining: bool = False  # shutting down: requests still queued at the end get 503
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -58,6 +60,9 @@ class ServiceState:
             logger.info("backend selected", extra={"backend": name})
         if name == "cupy" and s.cupy_cache_dir:
             logger.info("CuPy kernel cache", extra={"path": s.cupy_cache_dir})
+        if name == "numpy":
+            # BLAS threads shared by the computations that run at once (kernels.cpu.threads).
+            cpu.configure_threads(s.max_concurrency)
         device = Device(name, ordinal=s.device, retry_after_s=s.retry_after_s)
         if s.warmup:
             t0 = time.perf_counter()
@@ -69,8 +74,25 @@ class ServiceState:
     def require_ready(self) -> Device:
         """The device, or 503 while the service is not ready."""
         if not self.ready or self.device is None:
-            raise UnavailableError("the service is starting up", self.settings.retry_after_s)
+            why = "shutting down" if self.draining else "starting up"
+            raise UnavailableError(f"the service is {why}", self.settings.retry_after_s)
         return self.device
+
+    def check_ready(self) -> None:
+        """Readiness: ready, and no compute slot held past its time limit (a merely busy
+        server stays ready, or a load balancer would drop replicas exactly under load)."""
+        self.require_ready()
+        held = self.limiter.overrunning
+        if held:
+            raise UnavailableError(
+                f"{held} compute slot(s) are held by computations past their time limit",
+                self.settings.retry_after_s,
+            )
+
+    def begin_shutdown(self) -> None:
+        """The server stopped taking connections: not ready from now on."""
+        self.draining = True
+        self.ready = False
 
 
 def state_of(request: Request) -> ServiceState:

@@ -33,6 +33,10 @@ class Work:
     inputs: Mapping[str, HostTensor]
     model: str = ""  # the registered name, "" for an operator given inline
     timings: Timings = field(default_factory=Timings)
+    #: `time.monotonic()` past which the computation stops (None: no limit), and the limit
+    #: it comes from, for the 504's wording.
+    deadline: float | None = None
+    time_limit_s: float = 0.0
 
     @property
     def label(self) -> str:

@@ -38,7 +38,7 @@ async def live() -> Response:
 
 @health.get("/ready", summary="Readiness: true once the backend is warm", responses=ERRORS)
 async def ready(state: StateDep) -> Response:
-    state.require_ready()
+    state.check_ready()
     return json_response({"ready": True})
 
 
@@ -90,5 +90,8 @@ async def model_ready(state: StateDep, name: str, version: str | None = None) ->
 async def infer(name: str, request: Request, version: str | None = None) -> Response:
     state = state_of(request)
     reg = _model(state, name, version)
-    body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
+    with state.limiter.admission():  # 429 before the body is read when the queue is full
+        body = await read_body(
+            request, state.settings.max_request_bytes, state.settings.body_timeout_s
+        )
+        return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
