@@ -15,6 +15,7 @@ from starlette.staticfiles import StaticFiles
 from dmlserve import __version__
 from dmlserve.kernels import BackendUnavailableError, Operator
 from dmlserve.service.compression import Compression
+from dmlserve.service.guard import Guard
 from dmlserve.service.observability import RequestContextMiddleware
 from dmlserve.service.responses import install_error_handlers
 from dmlserve.service.routes import system, v1, v2
@@ -73,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
     app.add_middleware(Compression, minimum_size=1024)
+    app.add_middleware(Guard, state=state)  # inside the access log, which then sees its status
     app.add_middleware(RequestContextMiddleware)
     app.include_router(v1.router)
     app.include_router(v2.health)

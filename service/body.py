@@ -2,7 +2,9 @@
 
 The limit is enforced while reading: a declared Content-Length over it is refused before a byte
 of the body is read, and a chunked body is abandoned as soon as it passes the limit. Compressed
-bodies count their decoded size against the same limit, decompressed in bounded steps.
+bodies count their decoded size against the same limit, decompressed in bounded steps. The whole
+body must arrive within `body_timeout_s` (408, and the connection is closed: the rest of the
+body is never read).
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio.to_thread
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from dmlserve.kernels.wire import HEADER_LENGTH, BinarySection, parse_header_length, split_framed
 from dmlserve.service.errors import (
     BadRequestError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     UnsupportedMediaTypeError,
     kernel_errors,
 )
@@ -40,8 +43,9 @@ class Body:
         return BinarySection(self.binary, framed=self.kind == "binary")
 
 
-async def read_body(request: Request, limit: int) -> Body:
-    """Read, decompress and split the body of `request`, within `limit` bytes decoded."""
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> Body:
+    """Read, decompress and split the body of `request`, within `limit` bytes decoded and
+    `timeout_s` seconds."""
     kind = _body_kind(request)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate", "x-gzip"):
@@ -51,7 +55,12 @@ async def read_body(request: Request, limit: int) -> Body:
     declared = request.headers.get("content-length")
     if declared is not None and _DIGITS.match(declared) and int(declared) > limit:
         raise PayloadTooLargeError("max_request_bytes", limit, int(declared), "request body")
-    raw = await _read_limited(request, limit)
+    with anyio.move_on_after(timeout_s) as deadline:
+        raw = await _read_limited(request, limit)
+    if deadline.cancelled_caught:
+        raise RequestTimeoutError(
+            f"the request body did not arrive within body_timeout_s = {timeout_s:g} s"
+        )
     received = len(raw)
     if encoding != "identity":
         # Always off the loop: a small compressed body can inflate to the whole limit.
@@ -59,8 +68,11 @@ async def read_body(request: Request, limit: int) -> Body:
     view = memoryview(raw)
     if kind == "json":
         return Body("json", view, memoryview(b""), received)
+    lengths = set(request.headers.getlist(HEADER_LENGTH))
+    if len(lengths) > 1:
+        raise BadRequestError(f"{HEADER_LENGTH} is given more than once, with different values")
     with kernel_errors():
-        header, binary = split_framed(view, parse_header_length(request.headers[HEADER_LENGTH]))
+        header, binary = split_framed(view, parse_header_length(lengths.pop()))
     return Body("binary", header, binary, received)
 
 
@@ -83,12 +95,16 @@ def _body_kind(request: Request) -> Literal["json", "binary"]:
 async def _read_limited(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            # Stop reading: the rest of the body is never pulled off the socket.
-            raise PayloadTooLargeError("max_request_bytes", limit, None, "request body")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                # Stop reading: the rest of the body is never pulled off the socket.
+                raise PayloadTooLargeError("max_request_bytes", limit, None, "request body")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # Nobody reads the answer; it ends the request (and its access-log line) as a 400.
+        raise BadRequestError("the client closed the connection before the whole body") from None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

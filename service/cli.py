@@ -67,11 +67,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def serve(settings: Settings) -> None:
-    import uvicorn
-
     from dmlserve import kernels
     from dmlserve.service.app import create_app
     from dmlserve.service.observability import configure_logging
+    from dmlserve.service.server import build_server
 
     configure_logging(settings.log_level)
     if settings.cupy_cache_dir:
@@ -84,18 +83,7 @@ def serve(settings: Settings) -> None:
         logger.error("start-up failed", extra={"reason": str(exc)})
         sys.stderr.write(f"dmlserve: {exc}\n")
         sys.exit(2)
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=int(settings.shutdown_timeout_s),
-        lifespan="on",
-        server_header=False,
-    )
-    server = uvicorn.Server(config)
+    server = build_server(create_app(settings), settings)
     # uvicorn handles SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then
     # run the lifespan shutdown.
     server.run()
