@@ -209,12 +209,22 @@ class BaseClient(Generic[_HttpT]):
         return name, operator
 
     @staticmethod
-    def _parse_operator_list(response: httpx.Response) -> list[dict[str, Any]]:
+    def _operators_request(after: str | None) -> RequestSpec:
+        """One page of the operator listing, after the name `after`."""
+        query = "" if after is None else "?after=" + quote(after, safe="")
+        return RequestSpec("GET", "v1/operators" + query)
+
+    @staticmethod
+    def _parse_operator_list(response: httpx.Response) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the operator listing, and the `after` of the next page (None: last)."""
         body = response.json()
         items = body.get("operators") if isinstance(body, dict) else body
         if not isinstance(items, list):
             raise ValueError("the operator list is not a JSON list")
-        return [item for item in items if isinstance(item, dict)]
+        following = body.get("next") if isinstance(body, dict) else None
+        if following is not None and not isinstance(following, str):
+            raise ValueError("the operator list's `next` is not a name")
+        return [item for item in items if isinstance(item, dict)], following
 
     @staticmethod
     def _parse_ok(response: httpx.Response) -> bool:

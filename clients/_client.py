@@ -125,8 +125,15 @@ class Client(OperatorMethods, BaseClient[httpx.Client]):
         return RegisteredOperator(self, name, resolved)
 
     def operators(self) -> list[dict[str, Any]]:
-        """Every registered operator: `{"name", "operator"}` objects."""
-        return self._request(RequestSpec("GET", "v1/operators"), self._parse_operator_list)
+        """Every registered operator: `{"name", "operator"}` objects, in name order."""
+        items: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:  # page by page, each page one request
+            spec = self._operators_request(after)
+            page, after = self._request(spec, self._parse_operator_list)
+            items += page
+            if after is None:
+                return items
 
     # ---- health --------------------------------------------------------------------------
 

@@ -149,6 +149,20 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
+    def remove_model(self, model: str) -> None:
+        """Drop every series labelled with `model` (it was deleted): what the metrics hold
+        stays bounded by the models that exist."""
+        labelled = self._by_model()
+        for metric in labelled:
+            metric.remove_by_labels({"model": model})
+        ids = {id(m) for m in labelled}
+        for key in [k for k in self._children if k[0] in ids and k[1] == model]:
+            del self._children[key]
+
+    def _by_model(self) -> list[Any]:
+        """Every metric with a `model` label (found, so a metric added later is not missed)."""
+        return [m for m in vars(self).values() if "model" in getattr(m, "_labelnames", ())]
+
 
 class Observation:
     """Records one operator request in the metrics, whatever way it ends."""

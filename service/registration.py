@@ -22,11 +22,14 @@ logger = logging.getLogger("dmlserve")
 
 
 async def register(
-    state: ServiceState, descriptor: Any, name: str | None = None
+    state: ServiceState, descriptor: Any, name: str | None = None, *, capped: bool = True
 ) -> tuple[RegisteredOperator, bool]:
     """The registration of `descriptor` (under `name`, if given), and whether it is new.
 
     The same descriptor again is the existing registration; its name with another one is 422.
+    A new registration counts against `max_operators` (507 past it, checked before the
+    warm-up and again when adding) unless `capped` is false: the model repository's, bounded by
+    the repository itself.
     """
     name = check_name(name) if name is not None else None
     with kernel_errors(("operator",)):
@@ -34,8 +37,18 @@ async def register(
     existing = state.registry.find(op, name)
     if existing is not None:
         return existing, False
+    cap = state.settings.max_operators if capped else None
+    if cap is not None:
+        state.registry.check_room(cap)
     await warm(state, op)
-    return state.registry.add(op, name)
+    return state.registry.add(op, name, cap)
+
+
+def unregister(state: ServiceState, name: str) -> RegisteredOperator:
+    """Remove a registration, and its metric series with it."""
+    reg = state.registry.remove(name)
+    state.metrics.remove_model(name)
+    return reg
 
 
 async def warm(state: ServiceState, op: OperatorBase) -> None:

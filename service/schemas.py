@@ -7,14 +7,17 @@ are not walked element by element by the validator; NumPy checks them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from dmlserve.kernels.directml import MAX_TENSOR_RANK
 from dmlserve.kernels.dtypes import DataType
 
 OutputEncoding = Literal["json", "b64", "binary"]
+#: Sizes and strides as the wire takes them: JSON integers (never `true`, `"8"` or `2.0`).
+Size = Annotated[StrictInt, Field(ge=1)]
+Stride = Annotated[StrictInt, Field(ge=0)]
 
 
 class _Strict(BaseModel):
@@ -23,7 +26,7 @@ class _Strict(BaseModel):
 
 class BinaryParameters(BaseModel):
     model_config = ConfigDict(extra="allow")
-    binary_data_size: int | None = Field(None, ge=0)
+    binary_data_size: StrictInt | None = Field(None, ge=0)
 
 
 class WireTensor(_Strict):
@@ -32,8 +35,10 @@ class WireTensor(_Strict):
     data_type: str = Field(
         alias="DataType", json_schema_extra={"enum": [d.value for d in DataType]}
     )
-    sizes: list[int] = Field(alias="Sizes", max_length=MAX_TENSOR_RANK)
-    strides: list[int] | None = Field(None, alias="Strides", max_length=MAX_TENSOR_RANK)
+    sizes: list[Size] = Field(alias="Sizes", min_length=1, max_length=MAX_TENSOR_RANK)
+    strides: list[Stride] | None = Field(
+        None, alias="Strides", min_length=1, max_length=MAX_TENSOR_RANK
+    )
     data: Any = Field(None, description="flat row-major JSON array of numbers")
     b64: str | None = Field(None, description="base64 of the raw little-endian bytes")
     parameters: BinaryParameters | None = Field(
@@ -71,6 +76,7 @@ class RegisteredResponse(BaseModel):
 
 class OperatorList(BaseModel):
     operators: list[RegisteredResponse]
+    next: str | None = Field(description="`after` for the next page; null on the last page")
 
 
 class Problem(BaseModel):
@@ -93,7 +99,7 @@ class _Open(BaseModel):
 
 class InferInput(_Open):
     name: str
-    shape: list[int] = Field(max_length=MAX_TENSOR_RANK)
+    shape: list[Size] = Field(min_length=1, max_length=MAX_TENSOR_RANK)
     datatype: str
     parameters: dict[str, Any] | None = None
     data: Any = None

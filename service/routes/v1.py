@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from dmlserve.service.body import read_body
 from dmlserve.service.codec import V1Exchange, parse_json, validate
 from dmlserve.service.pipeline import run
 from dmlserve.service.registration import register as register_operator
+from dmlserve.service.registration import unregister
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import E, KeyedRoute, direct
@@ -54,6 +55,9 @@ def _body_doc(model: type) -> dict[str, Any]:
     }
 
 
+#: Operators per page of `GET /v1/operators`: the default, and the most one page holds.
+PAGE, MAX_PAGE = 100, 1000
+
 router = APIRouter(prefix="/v1", tags=["v1"], responses=PROBLEMS, route_class=KeyedRoute)
 
 
@@ -72,8 +76,11 @@ async def execute(request: Request) -> Response:
 
 async def _execute(request: Request, registered: RegisteredOperator | None = None) -> Response:
     state = state_of(request)
-    body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
+    with state.limiter.admission():  # 429 before the body is read when the queue is full
+        body = await read_body(
+            request, state.settings.max_request_bytes, state.settings.body_timeout_s
+        )
+        return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
 
 
 @router.post(
@@ -85,15 +92,26 @@ async def _execute(request: Request, registered: RegisteredOperator | None = Non
     openapi_extra=_body_doc(RegisterRequest),
 )
 async def register(request: Request, state: StateDep) -> Response:
-    body = await read_body(request, state.settings.max_request_bytes)
+    body = await read_body(request, state.settings.max_request_bytes, state.settings.body_timeout_s)
     req = validate(RegisterRequest, await parse_json(body.json))
     reg, created = await register_operator(state, req.operator, req.name)
     return json_response(reg.to_json(), 201 if created else 200)
 
 
 @router.get("/operators", response_model=OperatorList, summary="List registered operators")
-async def list_operators(state: StateDep) -> Response:
-    return json_response({"operators": [r.to_json() for r in state.registry.list()]})
+async def list_operators(
+    state: StateDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="operators per page")] = PAGE,
+    after: Annotated[
+        str | None, Query(max_length=128, description="the `next` of the previous page")
+    ] = None,
+) -> Response:
+    """Registered operators in name order, `limit` at a time; `next` is the `after` of the
+    following page (null on the last one)."""
+    page, more = state.registry.page(limit, after)
+    return json_response(
+        {"operators": [r.to_json() for r in page], "next": page[-1].name if more else None}
+    )
 
 
 @router.get("/operators/{name}", response_model=RegisteredResponse, summary="Read one")
@@ -103,7 +121,7 @@ async def read_operator(name: str, state: StateDep) -> Response:
 
 @router.delete("/operators/{name}", response_model=RegisteredResponse, summary="Remove one")
 async def delete_operator(name: str, state: StateDep) -> Response:
-    return json_response(state.registry.remove(name).to_json())
+    return json_response(unregister(state, name).to_json())
 
 
 @_execute_route(
