@@ -43,6 +43,15 @@ class BadRequestError(ServiceError):
     status, code, title = 400, "bad_request", "Bad Request"
 
 
+class RequestTimeoutError(ServiceError):
+    """The request body did not arrive within its time limit; the connection is closed."""
+
+    status, code, title, retryable = 408, "request_timeout", "Request Timeout", True
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, headers={"Connection": "close"})
+
+
 class UnauthorizedError(ServiceError):
     status, code, title = 401, "unauthorized", "Unauthorized"
 
@@ -63,11 +72,20 @@ class PayloadTooLargeError(ServiceError):
 
     status, code, title = 413, "payload_too_large", "Content Too Large"
 
-    def __init__(self, limit_name: str, limit: int, actual: int | None, what: str) -> None:
+    def __init__(
+        self,
+        limit_name: str,
+        limit: int,
+        actual: int | None,
+        what: str,
+        *,
+        loc: Sequence[str | int] | None = None,
+        hint: str = "",
+    ) -> None:
         size = f" ({actual} bytes)" if actual is not None else ""
         super().__init__(
-            f"{what}{size} exceeds the limit {limit_name} = {limit} bytes",
-            errors=[{"loc": [limit_name], "msg": f"limit is {limit} bytes"}],
+            f"{what}{size} exceeds the limit {limit_name} = {limit} bytes{hint}",
+            errors=[{"loc": list(loc or [limit_name]), "msg": f"limit is {limit} bytes{hint}"}],
         )
         self.limit_name, self.limit, self.actual = limit_name, limit, actual
 
@@ -98,14 +116,31 @@ class UnavailableError(ServiceError):
         super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
 
 
+class InsufficientStorageError(ServiceError):
+    """A limit on what the server keeps (registered operators) is reached."""
+
+    status, code, title = 507, "insufficient_storage", "Insufficient Storage"
+
+
 class GatewayTimeoutError(ServiceError):
     status, code, title, retryable = 504, "timeout", "Gateway Timeout", True
+
+    @classmethod
+    def after(cls, timeout_s: float) -> GatewayTimeoutError:
+        """The one wording of a request past its time limit."""
+        return cls(f"the request exceeded its time limit of {timeout_s:g} s")
+
+
+def defect() -> ServiceError:
+    """The error a defect is answered with (its details go to the log, never to the client)."""
+    return ServiceError("internal error; this is a bug")
 
 
 BY_STATUS: dict[int, type[ServiceError]] = {
     cls.status: cls
     for cls in (
         BadRequestError,
+        RequestTimeoutError,
         UnauthorizedError,
         NotFoundError,
         MethodNotAllowedError,
@@ -115,6 +150,7 @@ BY_STATUS: dict[int, type[ServiceError]] = {
         QueueFullError,
         UnavailableError,
         GatewayTimeoutError,
+        InsufficientStorageError,
     )
 }
 

@@ -16,11 +16,13 @@ calls `run` with its own `Exchange`.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dmlserve.kernels import DescriptorError
-from dmlserve.kernels.wire import HostTensor
+from dmlserve.kernels.wire import Encoding, HostTensor, text_bytes
 from dmlserve.service.concurrency import offload
 from dmlserve.service.cost import is_tiny
 from dmlserve.service.errors import KERNEL_ERRORS, PayloadTooLargeError, from_kernels
@@ -41,6 +43,10 @@ class Decoded:
     descriptor: Any  # the operator's JSON object, or a registered (resolved) model
     inputs: dict[str, HostTensor]
     loc: tuple[str | int, ...] = ()  # where descriptor errors point, e.g. ("operator",)
+
+    def output_encoding(self) -> Encoding:
+        """How the output will be sent; a text encoding is bounded before anything runs."""
+        return "binary"
 
 
 D = TypeVar("D", bound=Decoded)
@@ -80,6 +86,7 @@ async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
             decoded = await offload(exchange.decode_bytes, exchange.decode)
             work = bind(state, decoded, model)
             obs.operator = str(work.operator.type)
+            check_text_output(state, work, decoded.output_encoding())
             outcome = await compute(state, work)
             response, nbytes = await offload(
                 outcome.output.nbytes, exchange.encode, decoded, outcome
@@ -97,7 +104,25 @@ def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
         op = state.resolved.bind(decoded.descriptor, decoded.inputs)
     except DescriptorError as exc:
         raise exc.prefixed(*decoded.loc) from None
+    # A descriptor that declares its input tensors (a registered one) resolves without them;
+    # the computation cannot.
+    missing = [name for name in op.input_names if name not in decoded.inputs]
+    if missing:
+        raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))
     return Work(op, decoded.inputs, model)
+
+
+def check_text_output(state: ServiceState, work: Work, encoding: Encoding) -> None:
+    """413 when the output's `data` or `b64` text could pass `max_text_output_bytes`."""
+    out = work.operator.output_tensor
+    assert out is not None
+    limit = state.settings.max_text_output_bytes
+    size = text_bytes(out.data_type, math.prod(out.sizes), encoding)
+    if size > limit:
+        raise PayloadTooLargeError(
+            "max_text_output_bytes", limit, size, f"the {encoding} text of OutputTensor",
+            loc=["output_encoding"], hint="; ask for the binary output encoding",
+        )  # fmt: skip
 
 
 async def compute(state: ServiceState, work: Work) -> Outcome:
@@ -116,6 +141,9 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
     pending = state.metrics.pending(work.label)
     pending.inc()
     inline = device.runs_on_host and is_tiny(work.operator, work.inputs)
+    # The computation stops at the same moment the limiter gives the request up.
+    work.deadline = time.monotonic() + s.request_timeout_s
+    work.time_limit_s = s.request_timeout_s
     output = await state.limiter.run(
         lambda: device.run(work),
         s.request_timeout_s,

@@ -38,6 +38,12 @@ class Settings(BaseSettings):
     max_output_bytes: int = Field(
         default=GIB, ge=1, description="limit on one output tensor's bytes"
     )
+    max_text_output_bytes: int = Field(
+        default=64 * MIB,
+        ge=1,
+        description="limit on an output's text encoding (data or b64) at its longest; "
+        "binary has no such limit",
+    )
     max_concurrency: int = Field(default=2, ge=1, description="operators computing at once")
     max_queue: int = Field(default=64, ge=0, description="requests waiting for a compute slot")
     request_timeout_s: float = Field(default=60.0, gt=0, description="per-request time limit (504)")
@@ -49,6 +55,21 @@ class Settings(BaseSettings):
     warmup: bool = Field(default=True, description="run every operator once at start-up")
     shutdown_timeout_s: float = Field(
         default=30.0, gt=0, description="grace period for in-flight work"
+    )
+    max_operators: int = Field(
+        default=1000, ge=0, description="runtime registrations kept at once (507 past it)"
+    )
+    keepalive_timeout_s: float = Field(
+        default=5.0, gt=0, description="an idle keep-alive connection is closed after this"
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="a connection must complete its request headers within this"
+    )
+    body_timeout_s: float = Field(
+        default=60.0, gt=0, description="a request body must arrive whole within this (408)"
+    )
+    max_connections: int = Field(
+        default=1000, ge=1, description="open connections; past it a new one gets 503 and is closed"
     )
 
     @field_validator("api_keys", mode="before")

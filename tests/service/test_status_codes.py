@@ -12,7 +12,7 @@ import pytest
 from dmlserve.service import Settings, create_app
 from dmlserve.service.work import Timings
 from tests.service.conftest import app_client
-from tests.service.helpers import PADDING_OP, execute_request, slow_pooling
+from tests.service.helpers import PADDING_OP, execute_request
 
 PROBLEM_KEYS = {"type", "title", "status", "detail", "errors"}
 
@@ -149,21 +149,21 @@ async def test_422_names_the_field_and_rule(client: httpx.AsyncClient) -> None:
 
 
 async def test_429_when_the_queue_is_full() -> None:
-    # The queue is exercised with work known to be slow: the NumPy backend's.
     async with app_client(backend="numpy", max_concurrency=1, max_queue=0, retry_after_s=2) as c:
-        op, x = slow_pooling()
-        body, headers = execute_request(op, {"InputTensor": x}, "binary")
-        first = asyncio.create_task(c.post("/v1/execute", content=body, headers=headers))
-        limiter = c.app.state.dmlserve.limiter  # type: ignore[attr-defined]
-        for _ in range(500):
-            if limiter.running:
-                break
-            await asyncio.sleep(0.01)
-        assert limiter.running == 1
+        # The only compute slot is held by work that waits for the test: the queue (of
+        # length 0) is full however fast the machine is.
+        state = c.app.state.dmlserve  # type: ignore[attr-defined]
+        gate = threading.Event()
+        holder = asyncio.create_task(state.limiter.run(gate.wait, 60, Timings()))
+        while state.limiter.running == 0:
+            await asyncio.sleep(0)
+        body, headers = execute_request(PADDING_OP, {"InputTensor": np.ones((1, 1, 2, 2), np.int8)})
         r = await c.post("/v1/execute", content=body, headers=headers)
         assert_problem(r, 429)
         assert r.headers["retry-after"] == "2"
-        assert (await first).status_code == 200
+        gate.set()
+        await holder
+        assert (await c.post("/v1/execute", content=body, headers=headers)).status_code == 200
 
 
 async def test_503_until_started() -> None:
