@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -47,6 +47,8 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
         )
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=timeout)
+        #: How a retry waits its delay (replaced by tests that drive the time themselves).
+        self._sleep: Callable[[float], Awaitable[None]] = anyio.sleep
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -86,7 +88,7 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
                 delay = self._retry_delay(attempt, response)
                 self._log_retry(request, delay, str(response.status_code))
                 await response.aclose()
-            await anyio.sleep(delay)
+            await self._sleep(delay)
             attempt += 1
 
     # ---- operators -----------------------------------------------------------------------

@@ -47,6 +47,8 @@ class Client(OperatorMethods, BaseClient[httpx.Client]):
         )
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
+        #: How a retry waits its delay (replaced by tests that drive the time themselves).
+        self._sleep: Callable[[float], None] = time.sleep
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -86,7 +88,7 @@ class Client(OperatorMethods, BaseClient[httpx.Client]):
                 delay = self._retry_delay(attempt, response)
                 self._log_retry(request, delay, str(response.status_code))
                 response.close()
-            time.sleep(delay)
+            self._sleep(delay)
             attempt += 1
 
     # ---- operators -----------------------------------------------------------------------

@@ -39,6 +39,9 @@ class Device:
     name: Literal["numpy", "cupy"]
     ordinal: int = 0  # the CUDA device (cupy)
     retry_after_s: int = 1
+    #: What a computation reads the time from to stop at its deadline (`time.monotonic`, the
+    #: clock deadlines are set on; tests put a clock they drive here).
+    clock: Callable[[], float] = time.monotonic
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     @property
@@ -53,7 +56,8 @@ class Device:
             return self._run_cupy(work)
         t0 = time.perf_counter()
         views = {name: t.view() for name, t in work.inputs.items()}
-        budget = cpu.ExecutionBudget(check=_stop_check(work))
+        stop = cpu.cancel_after(work.deadline, self.clock) if work.deadline is not None else None
+        budget = cpu.ExecutionBudget(check=stop)
         try:
             # Resolved against exactly these tensors: run it without resolving again.
             out = run_resolved(work.operator, views, cpu.Backend(budget))
@@ -122,7 +126,7 @@ class Device:
                 out = run_resolved(work.operator, device_inputs, backend_module("cupy"))
                 if work.deadline is None:
                     stream.synchronize()
-                elif not wait_for_stream(stream, work.deadline):
+                elif not wait_for_stream(stream, work.deadline, self.clock):
                     raise GatewayTimeoutError.after(work.time_limit_s)
                 t2 = time.perf_counter()
                 host = _to_host(out, stream)
@@ -130,10 +134,6 @@ class Device:
         work.timings.transfer = (t1 - t0) + (t3 - t2)
         work.timings.compute = t2 - t1
         return host
-
-
-def _stop_check(work: Work) -> Callable[[], None] | None:
-    return cpu.cancel_after(work.deadline) if work.deadline is not None else None
 
 
 #: How long `wait_for_stream` sleeps between two looks, at most: the latency it adds to a

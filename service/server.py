@@ -158,6 +158,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self._message_done and not self.transport.is_closing():
+            self._unset_keepalive_if_required()  # not idle: the body is still coming
             self._arm(self.limits.body_timeout_s, self.limits.body_late)
 
     def _arm(self, delay_s: float, log: Throttled | None) -> None:

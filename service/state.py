@@ -72,16 +72,19 @@ class ServiceState:
         self.ready = True
 
     def require_ready(self) -> Device:
-        """The device, or 503 while the service is not ready."""
-        if not self.ready or self.device is None:
-            why = "shutting down" if self.draining else "starting up"
-            raise UnavailableError(f"the service is {why}", self.settings.retry_after_s)
+        """The device, or 503 while the service is starting up. (A server shutting down is
+        no longer ready, yet still serves the requests it has taken in.)"""
+        if self.device is None:
+            raise UnavailableError("the service is starting up", self.settings.retry_after_s)
         return self.device
 
     def check_ready(self) -> None:
-        """Readiness: ready, and no compute slot held past its time limit (a merely busy
-        server stays ready, or a load balancer would drop replicas exactly under load)."""
-        self.require_ready()
+        """Readiness: started, not shutting down, and no compute slot held past its time
+        limit (a merely busy server stays ready, or a load balancer would drop replicas
+        exactly under load)."""
+        if not self.ready or self.device is None:
+            why = "shutting down" if self.draining else "starting up"
+            raise UnavailableError(f"the service is {why}", self.settings.retry_after_s)
         held = self.limiter.overrunning
         if held:
             raise UnavailableError(

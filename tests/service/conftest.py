@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 
 from dmlserve.service import Settings, create_app
+from dmlserve.service.server import build_server
+from dmlserve.service.state import ServiceState
+from dmlserve.service.work import Timings
 from tests.backend import TEST_BACKEND
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,6 +48,70 @@ async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     async with app_client() as c:
         yield c
+
+
+class ThreadServer:
+    """The service as `dmlserve serve` runs it (`build_server`: uvicorn with the connection
+    limits), in a thread of the test process on a free port, so a test can reach its state and
+    hold its compute slots; a context manager."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = Settings(**{"backend": TEST_BACKEND, **settings})
+        self.app = create_app(self.settings)
+        self.server = build_server(self.app, self.settings)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    @property
+    def state(self) -> ServiceState:
+        state: ServiceState = self.app.state.dmlserve
+        return state
+
+    def __enter__(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not (self.server.started and self.state.ready):
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        self.loop = self.server.servers[0].get_loop()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
+        self.sock.close()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run `coro` on the server's event loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def hold_slots(
+        self, count: int
+    ) -> tuple[threading.Event, list[concurrent.futures.Future[Any]]]:
+        """Take `count` compute slots with work that waits for the returned event."""
+        gate = threading.Event()
+        limiter = self.state.limiter
+        held = [self.call(limiter.run(gate.wait, 3600, Timings())) for _ in range(count)]
+        wait_until(lambda: limiter.running == count)
+        return gate, held
+
+
+def wait_until(condition: Any, timeout_s: float = 60.0) -> None:
+    """Poll `condition()` until it holds (a generous bound, never a measure of speed)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition did not hold in time")
+        time.sleep(0.005)
 
 
 def free_port() -> int:

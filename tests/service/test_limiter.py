@@ -1,9 +1,13 @@
-"""The compute limiter: bounded queue, time limits, and no slot leaked whatever happens."""
+"""The compute limiter: bounded queue, time limits, and no slot leaked whatever happens.
+
+Jobs wait on events the test sets; a wait for the limiter's state polls it, with a generous
+bound, and no test measures how long anything took.
+"""
 
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -13,10 +17,14 @@ from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
 from dmlserve.service.work import Timings
 
 
-async def _wait_idle(limiter: ComputeLimiter, seconds: float = 5.0) -> None:
+async def _until(condition: Callable[[], bool], seconds: float = 60.0) -> None:
     with anyio.fail_after(seconds):
-        while limiter.running or limiter.waiting:
-            await anyio.sleep(0.01)
+        while not condition():
+            await anyio.sleep(0.001)
+
+
+async def _wait_idle(limiter: ComputeLimiter) -> None:
+    await _until(lambda: not (limiter.running or limiter.waiting))
 
 
 async def test_queue_bound_and_order_of_refusal() -> None:
@@ -26,16 +34,15 @@ async def test_queue_bound_and_order_of_refusal() -> None:
 
     async def job(tag: str) -> None:
         try:
-            results.append(await limiter.run(lambda: release.wait(5) and tag, 10, Timings()))
+            results.append(await limiter.run(lambda: release.wait(60) and tag, 60, Timings()))
         except QueueFullError as exc:
             results.append(exc)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(job, "first")
-        await anyio.sleep(0.05)
+        await _until(lambda: limiter.running == 1)
         tg.start_soon(job, "second")  # waits in the queue
-        await anyio.sleep(0.05)
-        assert limiter.running == 1 and limiter.waiting == 1
+        await _until(lambda: limiter.waiting == 1)
         await job("third")  # queue full
         release.set()
     refused = [r for r in results if isinstance(r, QueueFullError)]
@@ -46,31 +53,61 @@ async def test_queue_bound_and_order_of_refusal() -> None:
 
 async def test_timeouts_and_cancellations_leak_no_slot() -> None:
     limiter = ComputeLimiter(max_concurrency=2, max_queue=100, retry_after_s=1)
+    never = threading.Event()  # what the jobs that must time out wait for
+    release = threading.Event()
     outcomes: list[str] = []
 
-    async def job(timeout: float) -> None:
+    async def job(timeout: float, gate: threading.Event) -> None:
         try:
-            await limiter.run(lambda: time.sleep(0.2), timeout, Timings())
+            await limiter.run(lambda: gate.wait(60), timeout, Timings())
             outcomes.append("ok")
         except GatewayTimeoutError:
             outcomes.append("timeout")
 
     async with anyio.create_task_group() as tg:
+        # Jobs that overrun their limit while running, and jobs queued behind them.
         for i in range(12):
-            tg.start_soon(job, 0.05 if i % 2 else 5.0)
-        await anyio.sleep(0.1)
+            tg.start_soon(job, 0.05 if i % 2 else 60.0, never if i % 2 else release)
+        await _until(lambda: "timeout" in outcomes)
         with anyio.CancelScope() as scope:  # and some callers simply go away
             scope.cancel()
-            await job(5.0)
-    assert "timeout" in outcomes and "ok" in outcomes
+            await job(60.0, release)
+        never.set()  # the overrunning jobs end (as a computation stops at its deadline)
+        release.set()
+    assert outcomes.count("timeout") >= 1 and outcomes.count("ok") >= 1
     await _wait_idle(limiter)
-    assert limiter.running == 0 and limiter.waiting == 0
-    # Every slot is free again: two jobs run side by side.
-    start = time.perf_counter()
+    assert limiter.running == 0 and limiter.waiting == 0 and limiter.overrunning == 0
+    # Every slot is free again: two jobs run side by side (each waits for the other).
+    both = threading.Barrier(2, timeout=60)
     async with anyio.create_task_group() as tg:
         for _ in range(2):
-            tg.start_soon(job, 5.0)
-    assert time.perf_counter() - start < 0.38
+            tg.start_soon(lambda: limiter.run(both.wait, 60, Timings()))
+
+
+async def test_a_slot_held_past_its_time_limit_counts_as_overrunning() -> None:
+    limiter = ComputeLimiter(max_concurrency=1, max_queue=0, retry_after_s=1)
+    release = threading.Event()
+    with pytest.raises(GatewayTimeoutError, match="time limit of 0.05 s"):
+        await limiter.run(lambda: release.wait(60), 0.05, Timings())
+    assert limiter.running == 1 and limiter.overrunning == 1
+    release.set()
+    await _until(lambda: limiter.running == 0)
+    assert limiter.overrunning == 0
+
+
+async def test_admission_counts_until_a_slot_is_taken() -> None:
+    limiter = ComputeLimiter(max_concurrency=1, max_queue=1, retry_after_s=1)
+    with limiter.admission():
+        assert limiter.admitted == 1
+        with limiter.admission():  # the slot is free: a second one fits
+            with pytest.raises(QueueFullError):
+                with limiter.admission():
+                    pass
+        # Taking the slot turns the admitted request into a running one.
+        seen: list[tuple[int, int]] = []
+        await limiter.run(lambda: seen.append((limiter.admitted, limiter.running)), 5, Timings())
+        assert seen == [(0, 1)] and limiter.admitted == 0
+    assert limiter.admitted == 0 and limiter.running == 0
 
 
 async def test_worker_errors_propagate_and_free_the_slot() -> None:

@@ -12,9 +12,10 @@ import time
 
 import httpx
 import numpy as np
+import pytest
 
-from tests.service.conftest import REPO, ServerProcess
-from tests.service.helpers import PADDING_OP, execute_request, slow_pooling
+from tests.service.conftest import REPO, ServerProcess, ThreadServer, wait_until
+from tests.service.helpers import PADDING_OP, execute_request
 
 
 def _raw_request(port: int, head: bytes, body: bytes, timeout: float = 5.0) -> bytes:
@@ -98,38 +99,72 @@ def test_keys_never_reach_the_logs() -> None:
 
 def test_sigterm_lets_the_request_in_flight_finish() -> None:
     srv = ServerProcess()
-    op, x = slow_pooling(window=31)
-    body, headers = execute_request(op, {"InputTensor": x}, "binary")
-    result: dict[str, object] = {}
-
-    def slow_call() -> None:
-        result["response"] = httpx.post(
-            srv.url + "/v1/execute", content=body, headers=headers, timeout=60
+    body, headers = execute_request(PADDING_OP, {"InputTensor": np.ones((1, 1, 2, 2), np.int8)})
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as s:
+        # The request is in the app once the app asks for its body (uvicorn then answers the
+        # Expect with 100 Continue); it is still in flight while the test holds the body back.
+        s.sendall(
+            f"POST /v1/execute HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n{head}"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
         )
-
-    worker = threading.Thread(target=slow_call)
-    worker.start()
-    # Wait until the request is being computed, then ask the server to stop.
-    for _ in range(300):
-        metrics = httpx.get(srv.url + "/metrics").text
-        if "dmlserve_inflight_requests 1.0" in metrics:
-            break
-        time.sleep(0.01)
-    srv.terminate()
-    time.sleep(0.3)
-    refused = False
-    try:
-        httpx.get(srv.url + "/v2/health/live", timeout=2)
-    except httpx.HTTPError:
-        refused = True
-    worker.join(60)
+        assert s.recv(65536).startswith(b"HTTP/1.1 100 Continue")
+        srv.terminate()
+        refused = False
+        for _ in range(6000):  # until the listening socket is closed (bounded)
+            try:
+                httpx.get(srv.url + "/v2/health/live", timeout=2)
+            except httpx.HTTPError:
+                refused = True
+                break
+            time.sleep(0.01)
+        s.sendall(body)
+        reply = b""
+        while not reply.endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
     code = srv.stop()
-    response = result["response"]
-    assert isinstance(response, httpx.Response) and response.status_code == 200
+    assert reply.startswith(b"HTTP/1.1 200 "), reply[:300]
+    assert b'"OutputTensor"' in reply
     assert refused, "new connections must be refused once shutdown has begun"
     # uvicorn re-raises the signal after its graceful shutdown, so -SIGTERM is a clean stop.
     assert code in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in srv.logs() and '"shut down"' in srv.logs()
+
+
+@pytest.mark.parametrize("path", ["/v1/execute", "/v2/models/pad/infer"])
+def test_requests_still_queued_when_the_grace_period_ends_get_503(path: str) -> None:
+    with ThreadServer(max_concurrency=1, shutdown_timeout_s=0.5, retry_after_s=3) as srv:
+        pad = {**PADDING_OP, "InputTensor": {"DataType": "INT8", "Sizes": [1, 1, 2, 2]}}
+        assert httpx.post(srv.url + "/v1/operators", json={"name": "pad", "operator": pad})
+        x = np.ones((1, 1, 2, 2), np.int8)
+        if path.startswith("/v2"):
+            doc = {"inputs": [{"name": "InputTensor", "shape": [1, 1, 2, 2], "datatype": "INT8",
+                               "data": x.reshape(-1).tolist()}]}  # fmt: skip
+            body, headers = json.dumps(doc).encode(), {"Content-Type": "application/json"}
+        else:
+            body, headers = execute_request(PADDING_OP, {"InputTensor": x})
+        gate, held = srv.hold_slots(1)
+        queued: dict[str, httpx.Response] = {}
+        sender = threading.Thread(
+            target=lambda: queued.update(r=httpx.post(srv.url + path, content=body,
+                                                      headers=headers, timeout=60)),
+        )  # fmt: skip
+        sender.start()
+        wait_until(lambda: srv.state.limiter.waiting == 1)
+        srv.server.should_exit = True  # as SIGTERM does; the slot stays held past the grace
+        sender.join(60)
+        assert not srv.state.ready  # shutdown turned readiness off
+        gate.set()
+    r = queued["r"]
+    assert r.status_code == 503 and r.headers["retry-after"] == "3"
+    if path.startswith("/v2"):
+        assert set(r.json()) == {"error"} and "shutting down" in r.json()["error"]
+    else:
+        assert r.headers["content-type"] == "application/problem+json"
+        assert "shutting down" in r.json()["detail"]
 
 
 def test_environment_and_flags_configure_the_server() -> None:

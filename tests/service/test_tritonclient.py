@@ -133,3 +133,16 @@ async def test_aio_infer(server: ServerProcess, model: str, binary: bool) -> Non
             await client.get_model_metadata("does-not-exist")
     finally:
         await client.close()
+
+
+def test_nan_and_infinity_in_json_mode(server: ServerProcess, model: str) -> None:
+    # perf_analyzer and tritonclient write non-finite floats as the literals NaN/Infinity.
+    x = np.arange(40, dtype=np.float32).reshape(1, 2, 4, 5)
+    x[0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    client = triton.InferenceServerClient(server.url.removeprefix("http://"))
+    try:
+        out = triton.InferRequestedOutput("OutputTensor", binary_data=False)
+        result = client.infer(model, _inputs(triton, x, False), outputs=[out])
+        np.testing.assert_array_equal(result.as_numpy("OutputTensor"), expected_unfold(x))
+    finally:
+        client.close()
