@@ -38,20 +38,34 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+FRAMING = (
+    "application/json, or the KServe binary framing (application/octet-stream): "
+    "Inference-Header-Content-Length bytes of JSON, then each binary tensor's bytes in the "
+    "order the JSON names them (`parameters.binary_data_size` each)"
+)
+#: The binary framing's header, as the OpenAPI document describes it.
+FRAMING_HEADER: dict[str, Any] = {
+    "name": "Inference-Header-Content-Length",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 0},
+    "description": "with an application/octet-stream body: the byte length of the JSON header "
+    "that opens it (the KServe binary tensor extension); the binary tensors follow it",
+}
+
+
 def _body_doc(model: type) -> dict[str, Any]:
     schema = {"$ref": f"#/components/schemas/{model.__name__}"}
     return {
+        "parameters": [FRAMING_HEADER],
         "requestBody": {
             "required": True,
+            "description": FRAMING,
             "content": {
                 "application/json": {"schema": schema},
-                "application/octet-stream": {
-                    "schema": {"type": "string", "format": "binary"},
-                    "description": "KServe binary framing: Inference-Header-Content-Length bytes "
-                    "of JSON, then the binary tensors",
-                },
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
             },
-        }
+        },
     }
 
 

@@ -16,6 +16,7 @@ from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import KeyedRoute, direct
+from dmlserve.service.routes.v1 import FRAMING, FRAMING_HEADER
 from dmlserve.service.schemas import InferResponse, ModelMetadata, ServerMetadata
 from dmlserve.service.state import StateDep, state_of
 
@@ -76,13 +77,15 @@ async def model_ready(state: StateDep, name: str, version: str | None = None) ->
     response_model=InferResponse,
     summary="Inference (JSON or binary tensor data)",
     openapi_extra={
+        "parameters": [FRAMING_HEADER],
         "requestBody": {
             "required": True,
+            "description": FRAMING,
             "content": {
                 "application/json": {"schema": {"$ref": "#/components/schemas/InferRequest"}},
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
             },
-        }
+        },
     },
 )
 @router.post("/models/{name}/versions/{version}/infer", include_in_schema=False)
