@@ -1,21 +1,22 @@
 """Where work runs: compute slots with a bounded queue, and the event loop or a worker thread.
 
 A request waits for one of `max_concurrency` compute slots; when `max_queue` requests are
-already waiting it is refused (429). An HTTP request is let in (`admission`) before its body
-is read: it counts against the queue from then on, and when the queue is full it is refused at
-once, without reading or decoding its body, so that under overload a 429 costs next to nothing
-and the slots stay busy with work that will be served. The whole wait plus compute is bounded by
-the request time limit (504): the computation is told the same deadline and stops at its next
-check (`device`), its thread then frees the slot; until it has, the slot counts as held past its
-time limit (`overrunning`, which turns readiness off).
+already waiting it is refused (429). An HTTP request is checked (`admit`) before its body is
+read: when the queue is full then, it is refused at once, without its body being read or
+decoded, so that a refusal costs next to nothing. (Requests still reading or decoding their
+body are not counted as waiting: counting them would leave the slots idle while the next
+request decodes, and the queue is checked again when they reach it.) The whole wait plus
+compute is bounded by the request time limit (504): the computation is told the same deadline
+and stops at its next check (`device`), its thread then frees the slot; until it has, the slot
+counts as held past its time limit (`overrunning`, which turns readiness off).
 
 Tiny work and the queue: work estimated as tiny (`cost.is_tiny`) takes a free slot and runs on
 the event loop in one step, without yielding, so it never waits in the queue while a slot is
-free; it is still admitted like any request (whether work is tiny is known only from its body),
-and queues like any other when every slot is busy with thread work. An overload of tiny requests
-therefore shows as latency rather than 429s: refusing one would cost about what serving it does,
-and the latency stays bounded because each connection has one request in flight and the
-connections are capped (`max_connections`).
+free, and is refused only when every slot is busy with thread work and the queue is full,
+like any other request. An overload of tiny requests therefore shows as latency rather than
+429s: refusing one would cost about what serving it does, and the latency stays bounded
+because each connection has one request in flight and the connections are capped
+(`max_connections`).
 
 One threshold decides what runs on the event loop: `INLINE_BYTES` of parsing, decoding or
 encoding (`offload`), and compute estimated as tiny (`cost.is_tiny`), cost less than the thread
@@ -26,9 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -59,24 +58,6 @@ def _nothing() -> None:
     pass
 
 
-class _Ticket:
-    """A request let in ahead of its compute; counted until it holds a slot or ends."""
-
-    def __init__(self, limiter: ComputeLimiter) -> None:
-        self.limiter = limiter
-        self.counted = True
-
-    def close(self) -> None:
-        if self.counted:
-            self.counted = False
-            self.limiter.admitted -= 1
-
-
-# The ticket of the request this task serves; `ComputeLimiter.run` finds it here, so the
-# pipeline between admission and compute carries nothing for it.
-_TICKET: ContextVar[_Ticket | None] = ContextVar("dmlserve_ticket", default=None)
-
-
 class ComputeLimiter:
     """`max_concurrency` compute slots, at most `max_queue` requests waiting for one."""
 
@@ -88,8 +69,6 @@ class ComputeLimiter:
         # Worker threads may outlive an abandoned request; give them their own pool.
         self._threads = anyio.CapacityLimiter(max_concurrency * 4 + 4)
         self.waiting = 0
-        #: Requests admitted and not yet holding a slot (reading, decoding, or queued).
-        self.admitted = 0
         #: Slots held by computations whose request gave up (past its time limit).
         self.overrunning = 0
 
@@ -104,22 +83,10 @@ class ComputeLimiter:
             self.retry_after_s,
         )
 
-    @contextmanager
-    def admission(self) -> Iterator[None]:
-        """Let a request in before its body is read, or 429 at once when the queue is full.
-
-        Within the block the request counts as waiting until `run` gives it a slot.
-        """
-        if self.admitted + self.running >= self.max_concurrency + self.max_queue:
-            raise self._full(max(self.admitted, self.waiting))
-        ticket = _Ticket(self)
-        self.admitted += 1
-        reset = _TICKET.set(ticket)
-        try:
-            yield
-        finally:
-            _TICKET.reset(reset)
-            ticket.close()
+    def admit(self) -> None:
+        """Before a request's body is read: 429 at once when the queue is full."""
+        if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
+            raise self._full(self.waiting)
 
     async def run(
         self,
@@ -136,15 +103,13 @@ class ComputeLimiter:
         `on_dequeue` runs once the request leaves the queue (slot acquired, or given up).
         """
         token = object()
-        ticket = _TICKET.get()
-        admitted = ticket is not None and ticket.limiter is self and ticket.counted
         # Inline with a free slot and nobody waiting: take it without yielding to the event
         # loop (or setting up a time limit), so acquire, work and release are one uninterrupted
         # step: no slot held across a loop turn, where other requests would queue behind it.
         if not (inline and self._take_free_slot(token, on_dequeue)):
             try:
                 with anyio.fail_after(timeout_s):
-                    await self._queue(token, timings, on_dequeue, admitted)
+                    await self._queue(token, timings, on_dequeue)
                     if not inline:
                         return await self._in_thread(fn, token)
             except TimeoutError:
@@ -159,33 +124,19 @@ class ComputeLimiter:
             self._slots.acquire_on_behalf_of_nowait(token)
         except anyio.WouldBlock:
             return False
-        self._dequeued(on_dequeue)
+        on_dequeue()
         return True
 
-    def _dequeued(self, on_dequeue: Callable[[], None]) -> None:
-        ticket = _TICKET.get()
-        if ticket is not None and ticket.limiter is self:
-            ticket.close()  # from now on the request counts as running (or is gone)
-        on_dequeue()
-
-    async def _queue(
-        self,
-        token: object,
-        timings: Timings,
-        on_dequeue: Callable[[], None],
-        admitted: bool = False,
-    ) -> None:
-        """Wait for a slot, or 429 at once when the queue is full (checked at admission for
-        an admitted request)."""
-        if not admitted and self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
-            raise self._full(self.waiting)
+    async def _queue(self, token: object, timings: Timings, on_dequeue: Callable[[], None]) -> None:
+        """Wait for a slot, or 429 at once when the queue is full."""
+        self.admit()
         start = time.perf_counter()
         self.waiting += 1
         try:
             await self._slots.acquire_on_behalf_of(token)
         finally:
             self.waiting -= 1
-            self._dequeued(on_dequeue)
+            on_dequeue()
         timings.queue = time.perf_counter() - start
 
     async def _in_thread(self, fn: Callable[[], T], token: object) -> T:

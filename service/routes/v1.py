@@ -34,7 +34,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
             "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         },
     }
-    for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
+    for code in (400, 401, 404, 408, 413, 415, 422, 429, 503, 504)
 }
 
 
@@ -90,11 +90,9 @@ async def execute(request: Request) -> Response:
 
 async def _execute(request: Request, registered: RegisteredOperator | None = None) -> Response:
     state = state_of(request)
-    with state.limiter.admission():  # 429 before the body is read when the queue is full
-        body = await read_body(
-            request, state.settings.max_request_bytes, state.settings.body_timeout_s
-        )
-        return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
+    state.limiter.admit()  # 429 before the body is read when the queue is full
+    body = await read_body(request, state.settings.max_request_bytes, state.settings.body_timeout_s)
+    return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
 
 
 @router.post(
@@ -102,7 +100,10 @@ async def _execute(request: Request, registered: RegisteredOperator | None = Non
     response_model=RegisteredResponse,
     status_code=201,
     summary="Register an operator (validated, shapes inferred, kernels compiled once)",
-    responses={200: {"model": RegisteredResponse, "description": "already registered"}},
+    responses={
+        200: {"model": RegisteredResponse, "description": "already registered"},
+        507: {**PROBLEMS[413], "description": "max_operators registrations exist already"},
+    },
     openapi_extra=_body_doc(RegisterRequest),
 )
 async def register(request: Request, state: StateDep) -> Response:

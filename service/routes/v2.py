@@ -25,7 +25,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "description": HTTPStatus(code).phrase,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}},
     }
-    for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
+    for code in (400, 401, 404, 408, 413, 415, 422, 429, 503, 504)
 }
 
 health = APIRouter(prefix="/v2/health", tags=["v2"])
@@ -93,8 +93,6 @@ async def model_ready(state: StateDep, name: str, version: str | None = None) ->
 async def infer(name: str, request: Request, version: str | None = None) -> Response:
     state = state_of(request)
     reg = _model(state, name, version)
-    with state.limiter.admission():  # 429 before the body is read when the queue is full
-        body = await read_body(
-            request, state.settings.max_request_bytes, state.settings.body_timeout_s
-        )
-        return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
+    state.limiter.admit()  # 429 before the body is read when the queue is full
+    body = await read_body(request, state.settings.max_request_bytes, state.settings.body_timeout_s)
+    return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
