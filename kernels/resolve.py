@@ -35,6 +35,9 @@ def resolve(
     errors.raise_if_any()
 
     update: dict[str, Any] = {attr_name(k): v for k, v in inputs.items()}
+    batch = _bound_batch(op, inputs)
+    if batch is not None:
+        update["output_tensor"] = batch
     dims = _dimension_count(op, inputs, errors)
     errors.raise_if_any()
     update["dimension_count"] = dims
@@ -104,6 +107,18 @@ def _bind_inputs(
             "OutputTensor may have a batch size of -1 only when InputTensor has one",
         )
     return bound
+
+
+def _bound_batch(op: OperatorBase, inputs: Mapping[str, TensorDesc]) -> TensorDesc | None:
+    """A registered OutputTensor's -1 batch bound to the batch of the InputTensor it runs on.
+
+    Output inference reads a given OutputTensor as it stands (FOLD takes its spatial sizes
+    from it), so the batch of a registered descriptor's output follows the actual input first.
+    """
+    out, x = op.output_tensor, inputs.get("InputTensor")
+    if out is None or x is None or not out.has_wildcard_batch or x.has_wildcard_batch:
+        return None
+    return out.model_copy(update={"sizes": (x.sizes[0], *out.sizes[1:])})
 
 
 def _agree(name: str, given: TensorDesc, actual: TensorDesc, errors: Errors) -> TensorDesc:
