@@ -58,6 +58,12 @@ class MethodNotAllowedError(ServiceError):
     status, code, title = 405, "method_not_allowed", "Method Not Allowed"
 
 
+class ConflictError(ServiceError):
+    """The request conflicts with what a name already holds."""
+
+    status, code, title = 409, "conflict", "Conflict"
+
+
 class PayloadTooLargeError(ServiceError):
     """A request body, a tensor or an inferred output is over a configured limit."""
 
@@ -109,6 +115,7 @@ BY_STATUS: dict[int, type[ServiceError]] = {
         UnauthorizedError,
         NotFoundError,
         MethodNotAllowedError,
+        ConflictError,
         PayloadTooLargeError,
         UnsupportedMediaTypeError,
         UnprocessableError,

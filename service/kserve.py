@@ -17,6 +17,7 @@ from starlette.responses import Response
 from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.dtypes import DataType, from_kserve, from_numpy
 from dmlserve.kernels.wire import BinarySection, HostTensor, decode_tensor, encode_payload
+from dmlserve.service.binding import constant_sent, with_constants
 from dmlserve.service.codec import BodyExchange, load_json, validate
 from dmlserve.service.pipeline import Decoded
 from dmlserve.service.registry import RegisteredOperator
@@ -26,7 +27,7 @@ from dmlserve.service.work import Outcome
 
 PLATFORM = "dmlserve"
 VERSION = "1"
-EXTENSIONS = ["binary_tensor_data"]
+EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics"]
 
 
 def _tensor_meta(name: str, desc: Any) -> dict[str, Any]:
@@ -34,13 +35,15 @@ def _tensor_meta(name: str, desc: Any) -> dict[str, Any]:
 
 
 def model_metadata(reg: RegisteredOperator) -> dict[str, Any]:
-    descs = reg.operator.tensor_descs()
+    """The model's metadata: the inputs a request carries (constants left out), the output."""
+    out = reg.operator.output_tensor
+    assert out is not None
     return {
         "name": reg.name,
         "versions": [VERSION],
         "platform": PLATFORM,
-        "inputs": [_tensor_meta(n, d) for n, d in descs.items() if n != "OutputTensor"],
-        "outputs": [_tensor_meta("OutputTensor", descs["OutputTensor"])],
+        "inputs": [_tensor_meta(n, d) for n, d in reg.inputs.items()],
+        "outputs": [_tensor_meta("OutputTensor", out)],
     }
 
 
@@ -58,7 +61,9 @@ class InferExchange(BodyExchange):
         binary = wants_binary(req)
         assert self.registered is not None
         op = self.registered.operator
-        inputs = decode_inputs(req.inputs, self.body.section(), op, self.max_tensor_bytes)
+        inputs = decode_inputs(
+            req.inputs, self.body.section(), op, self.max_tensor_bytes, self.registered.constants
+        )
         return InferDecoded(op, inputs, request_id=req.id, binary=binary)
 
     def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[Response, int]:
@@ -76,13 +81,21 @@ def _datatype(name: str, loc: tuple[str | int, ...]) -> DataType:
 
 
 def decode_inputs(
-    items: Iterable[InferInput], section: BinarySection, op: OperatorBase, max_tensor_bytes: int
+    items: Iterable[InferInput],
+    section: BinarySection,
+    op: OperatorBase,
+    max_tensor_bytes: int,
+    constants: Mapping[str, HostTensor] | None = None,
 ) -> dict[str, HostTensor]:
-    """The request's input tensors by name (binary sections taken in request order)."""
-    expected = [n for n in op.tensor_descs() if n != "OutputTensor"]
+    """The request's input tensors by name (binary sections taken in request order), with the
+    model's `constants` added."""
+    constants = constants or {}
+    expected = [n for n in op.tensor_descs() if n != "OutputTensor" and n not in constants]
     tensors: dict[str, HostTensor] = {}
     for i, item in enumerate(items):
         loc: tuple[str | int, ...] = ("inputs", i)
+        if item.name in constants:
+            raise constant_sent(item.name, (*loc, "name"))
         if item.name not in expected:
             msg = f"the model has no input {item.name!r}; its inputs are " + ", ".join(expected)
             raise DescriptorError.at((*loc, "name"), msg)
@@ -95,6 +108,7 @@ def decode_inputs(
             accepts=("json", "binary"),
         )  # fmt: skip
     section.finish()
+    tensors = with_constants(tensors, constants)
     missing = [n for n in op.input_names if n not in tensors]
     if missing:
         raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio.to_thread
 from fastapi import Depends, Request
@@ -24,6 +24,9 @@ from dmlserve.service.metrics import Metrics
 from dmlserve.service.registry import OperatorRegistry
 from dmlserve.service.settings import Settings
 from dmlserve.service.warmup import warm_up
+
+if TYPE_CHECKING:
+    from dmlserve.service.repository import ModelRepository
 
 logger = logging.getLogger("dmlserve")
 
@@ -39,6 +42,8 @@ class ServiceState:
     limiter: ComputeLimiter = field(init=False)
     device: Device | None = None
     ready: bool = False
+    starting: bool = False  # start-up's own work (repository models) may compute
+    repository: ModelRepository | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -49,7 +54,8 @@ class ServiceState:
         )
 
     async def start(self) -> None:
-        """Choose the backend and warm every operator up; then the service is ready."""
+        """Choose the backend, warm every operator up and register the model repository's
+        models; then the service is ready."""
         s = self.settings
         name = kernels.select_backend(s.backend)  # raises if an explicit backend cannot run
         if s.backend == "auto":
@@ -64,11 +70,18 @@ class ServiceState:
             await anyio.to_thread.run_sync(warm_up, device)
             logger.info("warm-up done", extra={"seconds": round(time.perf_counter() - t0, 3)})
         self.device = device
+        if self.repository is not None:
+            # Every replica serves the repository's models from its first ready answer on.
+            self.starting = True
+            try:
+                await self.repository.start(self)
+            finally:
+                self.starting = False
         self.ready = True
 
     def require_ready(self) -> Device:
-        """The device, or 503 while the service is not ready."""
-        if not self.ready or self.device is None:
+        """The device, or 503 while the service is not ready (start-up's own work aside)."""
+        if not (self.ready or self.starting) or self.device is None:
             raise UnavailableError("the service is starting up", self.settings.retry_after_s)
         return self.device
 

@@ -12,11 +12,17 @@ from dmlserve import __version__
 from dmlserve.service.body import read_body
 from dmlserve.service.errors import NotFoundError, UnavailableError
 from dmlserve.service.kserve import EXTENSIONS, VERSION, InferExchange, model_metadata
+from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import KeyedRoute, direct
-from dmlserve.service.schemas import InferResponse, ModelMetadata, ServerMetadata
+from dmlserve.service.schemas import (
+    InferResponse,
+    ModelMetadata,
+    ModelStatsResponse,
+    ServerMetadata,
+)
 from dmlserve.service.state import StateDep, state_of
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -52,6 +58,13 @@ def _model(state: StateDep, name: str, version: str | None) -> RegisteredOperato
     if version is not None and version != VERSION:
         raise NotFoundError(f"model {name!r} has no version {version!r}; its version is {VERSION}")
     return reg
+
+
+# Before `/models/{name}`, so that `stats` is read as the statistics of every model.
+@router.get("/models/stats", response_model=ModelStatsResponse, summary="Statistics, every model")
+async def all_statistics(state: StateDep) -> Response:
+    stats = [reg.statistics.to_json(reg.name, VERSION) for reg in state.registry.list()]
+    return json_response({"model_stats": stats})
 
 
 @router.get("/models/{name}", response_model=ModelMetadata, summary="Model metadata")
@@ -92,3 +105,20 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     reg = _model(state, name, version)
     body = await read_body(request, state.settings.max_request_bytes)
     return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
+
+
+@router.get("/models/{name}/config", summary="Model configuration (Triton's ModelConfig)")
+@router.get("/models/{name}/versions/{version}/config", include_in_schema=False)
+async def config(state: StateDep, name: str, version: str | None = None) -> Response:
+    return json_response(service_model_config(state, _model(state, name, version)))
+
+
+@router.get("/models/{name}/stats", response_model=ModelStatsResponse, summary="Statistics")
+@router.get(
+    "/models/{name}/versions/{version}/stats",
+    response_model=ModelStatsResponse,
+    include_in_schema=False,
+)
+async def statistics(state: StateDep, name: str, version: str | None = None) -> Response:
+    reg = _model(state, name, version)
+    return json_response({"model_stats": [reg.statistics.to_json(reg.name, VERSION)]})
