@@ -66,6 +66,14 @@ class Device:
         buffer.setflags(write=False)
         return replace(tensor, buffer=buffer)
 
+    def pci_bus_id(self) -> str | None:
+        """The GPU's PCI bus id (how NVML finds it whatever CUDA_VISIBLE_DEVICES says)."""
+        if self.name != "cupy":
+            return None
+        import cupy
+
+        return str(cupy.cuda.Device(self.ordinal).pci_bus_id)
+
     def memory_in_use(self) -> int | None:
         """Bytes held by CuPy's device memory pool (None on NumPy)."""
         if self.name != "cupy":

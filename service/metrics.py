@@ -111,6 +111,16 @@ class Metrics:
         self.queued.set_function(lambda: float(queued()))
         self.gpu_memory.set_function(lambda: float(gpu_bytes() or 0))
 
+    def watch_gpu(self, pci_bus_id: str) -> bool:
+        """Export the GPU's own metrics (NVML, Triton's `nv_gpu_*`); False where NVML does
+        not answer, and then there are none."""
+        from dmlserve.service.gpu_metrics import gpu_collector
+
+        collector = gpu_collector(pci_bus_id)
+        if collector is not None:
+            self.registry.register(collector)
+        return collector is not None
+
     def child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, memoized: `.labels()` costs a lock and several lookups."""
         key = (id(metric), *labels)

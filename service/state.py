@@ -65,6 +65,9 @@ class ServiceState:
         if name == "cupy" and s.cupy_cache_dir:
             logger.info("CuPy kernel cache", extra={"path": s.cupy_cache_dir})
         device = Device(name, ordinal=s.device, retry_after_s=s.retry_after_s)
+        pci_bus_id = device.pci_bus_id()
+        if pci_bus_id is not None:
+            self.metrics.watch_gpu(pci_bus_id)
         if s.warmup:
             t0 = time.perf_counter()
             await anyio.to_thread.run_sync(warm_up, device)

@@ -173,3 +173,23 @@ async def test_the_sdk_registers_constants_and_executes_without_them() -> None:
                     await handle.execute({"InputTensor": x, "FilterTensor": CONV_CONSTANTS[
                         "FilterTensor"]})  # fmt: skip
             await http.aclose()
+
+
+@pytest.mark.gpu
+async def test_on_the_gpu_the_constants_stay_on_the_device() -> None:
+    from dmlserve.kernels._array import is_cupy_array
+
+    async with app_client(backend="cupy") as client:
+        r = await _register(client, {"name": "conv", **conv_body()})
+        assert r.status_code == 201, r.text
+        state = client.app.state.dmlserve  # type: ignore[attr-defined]
+        constants = state.registry.get("conv").constants
+        assert constants and all(is_cupy_array(t.buffer) for t in constants.values())
+        for batch in (1, 4):
+            x = conv_input(batch, seed=batch)
+            body, headers = execute_request(None, {"InputTensor": x}, "binary")
+            r = await client.post("/v1/operators/conv/execute", content=body, headers=headers)
+            assert r.status_code == 200, r.text
+            doc, out = read_outputs(r.content, r.headers)
+            assert doc["backend"] == "cupy"
+            np.testing.assert_array_equal(out["OutputTensor"], expected_conv(x))
