@@ -5,8 +5,10 @@
 # the service benchmark with the CuPy backend.
 #   OUT=some/dir bench/gpu-check.sh [STAGE...]   (default: tests bench)
 #   stages: tests = kernel-tests memcheck racecheck service-tests;
-#           bench = memory-bench conv-bench service-bench (kernel-bench = the first two);
-#           ncu (not in the defaults).
+#           bench = memory-bench conv-bench service-bench perf-analyzer
+#           (kernel-bench = the first two); ncu (not in the defaults).
+#   perf-analyzer runs Triton's perf_analyzer against the service on the CuPy backend; with
+#   no network, put its wheel in .whl/ first (see tests/tools/perf-analyzer).
 #   Independent stages may run at once in separate invocations with separate OUT folders
 #   (the sanitizers beside kernel-tests, say); the benchmarks and ncu want the GPU alone.
 #   Logs, JSON and markdown land in $OUT; a summary table is printed last.
@@ -41,7 +43,7 @@ step() {
 
 stages=" ${*:-tests bench} "
 stages=${stages/ tests / kernel-tests memcheck racecheck service-tests }
-stages=${stages/ bench / memory-bench conv-bench service-bench }
+stages=${stages/ bench / memory-bench conv-bench service-bench perf-analyzer }
 stages=${stages/ kernel-bench / memory-bench conv-bench }
 pytest=(python3 -m pytest -q -p no:cacheprovider -o addopts=-ra)
 # xdist spreads the plain test runs (and their first-use kernel compiles) over the host's
@@ -94,6 +96,10 @@ if has ncu; then
 fi
 if has service-bench; then
   step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
+fi
+if has perf-analyzer; then
+  step perf-analyzer 400 python3 bench/perf_analyzer.py --backend cupy \
+    --output "$out/perf-analyzer-gpu.md"
 fi
 
 echo
