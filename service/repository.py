@@ -189,13 +189,17 @@ class ModelRepository:
     async def poll_forever(
         self, state: ServiceState, sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     ) -> None:
-        """Rescan every `repository_poll_s` until cancelled; a failed rescan is logged."""
+        """Rescan every `repository_poll_s` until cancelled; a failed rescan is logged and the
+        next one tries again (a model whose file did not load is retried when it changes, or
+        at once after a 503 such as the GPU out of memory)."""
         while True:
             await sleep(self.poll_s)
             try:
                 await self.poll(state)
-            except RepositoryError as exc:
+            except ServiceError as exc:
                 logger.error("model repository rescan failed", extra={"reason": exc.detail})
+            except Exception:
+                logger.exception("model repository rescan failed")
 
     def entries(self) -> dict[str, dict[str, Any]]:
         """The index entry of every file's model."""
