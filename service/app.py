@@ -17,7 +17,7 @@ from dmlserve.kernels import BackendUnavailableError, Operator
 from dmlserve.service.compression import Compression
 from dmlserve.service.observability import RequestContextMiddleware
 from dmlserve.service.responses import install_error_handlers
-from dmlserve.service.routes import system, v1, v2
+from dmlserve.service.routes import shm, system, v1, v2
 from dmlserve.service.schemas import (
     ExecuteRequest,
     InferRequest,
@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v1.router)
     app.include_router(v2.health)
     app.include_router(v2.router)
+    app.include_router(shm.router)
     app.include_router(system.router)
     app.mount(system.SWAGGER_PREFIX, StaticFiles(directory=system.STATIC_DIR / "swagger-ui"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -16,6 +16,7 @@ calls `run` with its own `Exchange`.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -41,6 +42,8 @@ class Decoded:
     descriptor: Any  # the operator's JSON object, or a registered (resolved) model
     inputs: dict[str, HostTensor]
     loc: tuple[str | int, ...] = ()  # where descriptor errors point, e.g. ("operator",)
+    sink: Any = None  # where the device writes the output (CUDA shared memory), else None
+    pin: AbstractContextManager[Any] | None = None  # held while the device runs (Work.pin)
 
 
 D = TypeVar("D", bound=Decoded)
@@ -97,7 +100,7 @@ def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
         op = state.resolved.bind(decoded.descriptor, decoded.inputs)
     except DescriptorError as exc:
         raise exc.prefixed(*decoded.loc) from None
-    return Work(op, decoded.inputs, model)
+    return Work(op, decoded.inputs, model, sink=decoded.sink, pin=decoded.pin or nullcontext())
 
 
 async def compute(state: ServiceState, work: Work) -> Outcome:
