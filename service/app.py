@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -28,6 +28,9 @@ from dmlserve.service.schemas import (
 )
 from dmlserve.service.settings import Settings, get_settings
 from dmlserve.service.state import ServiceState
+
+if TYPE_CHECKING:
+    from dmlserve.service.rpc.server import GrpcServer
 
 logger = logging.getLogger("dmlserve")
 
@@ -54,11 +57,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except BackendUnavailableError as exc:
             logger.error("start-up failed", extra={"reason": str(exc)})
             raise StartupError(str(exc)) from exc
+        grpc_server = await _start_grpc(state)
         logger.info("ready", extra={"backend": state.device.name if state.device else None})
         try:
             yield
         finally:
             state.ready = False
+            if grpc_server is not None:
+                await grpc_server.stop(settings.shutdown_timeout_s)
+            state.shared_memory.close()
             logger.info("shut down")
 
     app = FastAPI(
@@ -82,6 +89,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount(system.SWAGGER_PREFIX, StaticFiles(directory=system.STATIC_DIR / "swagger-ui"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+async def _start_grpc(state: ServiceState) -> GrpcServer | None:
+    """The gRPC server on the app's event loop, unless `grpc_port` is 0."""
+    if not state.settings.grpc_port:
+        return None
+    from dmlserve.service.rpc.server import GrpcServer
+
+    server = GrpcServer(state)
+    try:
+        await server.start()
+    except RuntimeError as exc:
+        logger.error("start-up failed", extra={"reason": str(exc), "address": server.address})
+        raise StartupError(f"gRPC cannot listen on {server.address}: {exc}") from exc
+    return server
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
