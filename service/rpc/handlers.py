@@ -155,6 +155,8 @@ async def SystemSharedMemoryUnregister(  # noqa: N802
 
 
 def _cuda(state: ServiceState) -> None:
+    # Only registering is refused: status and unregister-all answer (with no regions), as
+    # clients such as perf_analyzer clean up both kinds whatever they used.
     if not state.shared_memory.cuda:
         raise BadRequestError(
             "CUDA shared memory is not served here: this server computes on the CPU "
@@ -166,7 +168,6 @@ def _cuda(state: ServiceState) -> None:
 async def CudaSharedMemoryStatus(  # noqa: N802
     state: ServiceState, request: pb.CudaSharedMemoryStatusRequest
 ) -> Message:
-    _cuda(state)
     regions = state.shared_memory.status("cuda", request.name)
     return json_format.ParseDict(
         {"regions": {r["name"]: r for r in regions}}, pb.CudaSharedMemoryStatusResponse()
@@ -189,6 +190,5 @@ async def CudaSharedMemoryRegister(  # noqa: N802
 async def CudaSharedMemoryUnregister(  # noqa: N802
     state: ServiceState, request: pb.CudaSharedMemoryUnregisterRequest
 ) -> Message:
-    _cuda(state)
     state.shared_memory.unregister("cuda", request.name)
     return pb.CudaSharedMemoryUnregisterResponse()

@@ -145,6 +145,8 @@ class GrpcInferExchange:
             out = response.outputs.add(name=name, datatype=datatype, shape=array.shape)
             if name in shm:
                 set_parameters(out.parameters, shm_parameters(shm[name][1], array.nbytes))
+                # One entry per output, as Triton sends: its C++ client indexes them by output.
+                response.raw_output_contents.append(b"")
             else:
                 response.raw_output_contents.append(bytes(packed_bytes(array)))
         return response, outcome.output.nbytes

@@ -7,6 +7,7 @@ clear errors, and a client that truncates or deletes its region never hurts the 
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -343,6 +344,13 @@ async def test_malformed_shared_memory_parameters_are_422() -> None:
 
 async def test_cuda_shared_memory_is_refused_without_a_gpu_backend() -> None:
     async with app_client(backend="numpy") as http:
-        r = await http.get("/v2/cudasharedmemory/status")
+        raw_handle = {"b64": base64.b64encode(bytes(64)).decode()}
+        r = await http.post(
+            "/v2/cudasharedmemory/region/c/register",
+            json={"raw_handle": raw_handle, "device_id": 0, "byte_size": 64},
+        )
         assert r.status_code == 400 and "CUDA shared memory is not served" in r.json()["error"]
+        # Clients clean up both kinds whatever they used: there is nothing to list or remove.
+        assert (await http.get("/v2/cudasharedmemory/status")).json() == []
+        assert (await http.post("/v2/cudasharedmemory/unregister")).status_code == 200
         assert "cuda_shared_memory" not in (await http.get("/v2")).json()["extensions"]
