@@ -69,3 +69,19 @@ def test_http_with_system_shared_memory(server: TransportServer) -> None:
     _run("-i", "http", "-u", server.http_address, "--shared-memory", "system",
          "--output-shared-memory-size", str(OUTPUT_BYTES), shared_memory=True)  # fmt: skip
     assert httpx.get(server.url + "/v2/systemsharedmemory/status").json() == []
+
+
+@pytest.mark.gpu
+def test_grpc_and_http_with_cuda_shared_memory() -> None:
+    from tests.service.transports import register_samples
+
+    srv = TransportServer("--backend", "cupy")
+    try:
+        register_samples(srv.url)
+        args = ["--shared-memory", "cuda", "--output-shared-memory-size", str(OUTPUT_BYTES)]
+        _run("-i", "grpc", "-u", srv.grpc_address, *args, shared_memory=True)
+        if httpx.get(f"{srv.url}/v2/models/{MODEL}/config").status_code != 404:
+            _run("-i", "http", "-u", srv.http_address, *args, shared_memory=True)
+        assert httpx.get(srv.url + "/v2/cudasharedmemory/status").json() == []
+    finally:
+        srv.stop()
