@@ -17,7 +17,7 @@ from .operators import parse_operator, spec_of
 from .resolve import resolve
 
 BackendName = Literal["auto", "numpy", "cupy"]
-_MODULES = {"numpy": "dmlserve.kernels.reference", "cupy": "dmlserve.kernels.cupy_backend"}
+_MODULES = {"numpy": "dmlserve.kernels.cpu", "cupy": "dmlserve.kernels.cupy_backend"}
 log = logging.getLogger(__name__)
 
 

@@ -51,7 +51,8 @@ class OperatorSpec(Generic[OpT, P]):
     #: the NumPy oracle, written for clarity (`kernels.reference`)
     reference: BackendFunction
     #: backend -> "module:function" with the reference's signature, imported on first use;
-    #: a backend missing here runs the reference
+    #: a backend missing here runs the reference (the "numpy" backend is the fast CPU path,
+    #: `kernels.cpu`; the reference stays the oracle)
     launchers: Mapping[str, str]
     #: a resolved descriptor and its arrays (wire names) -> the implementations' arguments
     arguments: Callable[[OpT, Mapping[str, Any]], tuple[Any, ...]]

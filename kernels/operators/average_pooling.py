@@ -123,7 +123,10 @@ SPEC = OperatorSpec(
     model=AveragePoolingOperator,
     name="average_pooling",
     reference=average_pooling,
-    launchers={"cupy": "dmlserve.kernels.cupy_backend.average_pooling:average_pooling"},
+    launchers={
+        "numpy": "dmlserve.kernels.cpu.average_pooling:average_pooling",
+        "cupy": "dmlserve.kernels.cupy_backend.average_pooling:average_pooling",
+    },
     arguments=_arguments,
     taps=lambda op: math.prod(op.window_size),
     warmup=Example(

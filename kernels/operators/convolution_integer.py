@@ -199,7 +199,10 @@ SPEC = OperatorSpec(
     model=ConvolutionIntegerOperator,
     name="convolution_integer",
     reference=convolution_integer,
-    launchers={"cupy": "dmlserve.kernels.cupy_backend.convolution_integer:convolution_integer"},
+    launchers={
+        "numpy": "dmlserve.kernels.cpu.convolution_integer:convolution_integer",
+        "cupy": "dmlserve.kernels.cupy_backend.convolution_integer:convolution_integer",
+    },
     arguments=_arguments,
     # every output element reads C/G * prod(K) filter taps
     taps=lambda op: math.prod(op.filter_tensor.sizes[1:]) if op.filter_tensor else 1,

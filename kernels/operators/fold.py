@@ -108,7 +108,10 @@ SPEC = OperatorSpec(
     model=FoldOperator,
     name="fold",
     reference=fold,
-    launchers={"cupy": "dmlserve.kernels.cupy_backend.fold:fold"},
+    launchers={
+        "numpy": "dmlserve.kernels.cpu.fold:fold",
+        "cupy": "dmlserve.kernels.cupy_backend.fold:fold",
+    },
     arguments=_arguments,
     taps=lambda op: math.prod(op.window_sizes),
     warmup=Example(

@@ -186,7 +186,10 @@ SPEC = OperatorSpec(
     model=PaddingOperator,
     name="padding",
     reference=padding,
-    launchers={"cupy": "dmlserve.kernels.cupy_backend.padding:padding"},
+    launchers={
+        "numpy": "dmlserve.kernels.cpu.padding:padding",
+        "cupy": "dmlserve.kernels.cupy_backend.padding:padding",
+    },
     arguments=_arguments,
     taps=lambda op: 1,
     warmup=Example(

@@ -68,7 +68,10 @@ SPEC = OperatorSpec(
     model=UnfoldOperator,
     name="unfold",
     reference=unfold,
-    launchers={"cupy": "dmlserve.kernels.cupy_backend.unfold:unfold"},
+    launchers={
+        "numpy": "dmlserve.kernels.cpu.unfold:unfold",
+        "cupy": "dmlserve.kernels.cupy_backend.unfold:unfold",
+    },
     arguments=_arguments,
     taps=lambda op: math.prod(op.window_sizes),
     warmup=Example(

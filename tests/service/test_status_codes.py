@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 import numpy as np
 import pytest
 
 from dmlserve.service import Settings, create_app
+from dmlserve.service.work import Timings
 from tests.service.conftest import app_client
 from tests.service.helpers import PADDING_OP, execute_request, slow_pooling
 
@@ -177,12 +179,20 @@ async def test_503_until_started() -> None:
 
 
 async def test_504_when_the_time_limit_passes() -> None:
-    async with app_client(backend="numpy", request_timeout_s=0.2, max_concurrency=2) as c:
-        op, x = slow_pooling(window=31)
-        body, headers = execute_request(op, {"InputTensor": x}, "binary")
+    async with app_client(backend="numpy", request_timeout_s=0.2, max_concurrency=1) as c:
+        # Hold the only compute slot with work that waits for the test, so the request cannot
+        # finish within its limit however fast the machine is.
+        state = c.app.state.dmlserve  # type: ignore[attr-defined]
+        gate = threading.Event()
+        holder = asyncio.create_task(state.limiter.run(gate.wait, 60, Timings()))
+        while state.limiter.running == 0:
+            await asyncio.sleep(0)
+        body, headers = execute_request(PADDING_OP, {"InputTensor": np.ones((1, 1, 2, 2), np.int8)})
         doc = assert_problem(await c.post("/v1/execute", content=body, headers=headers), 504)
         assert "time limit" in doc["detail"]
-        # The server keeps serving while the abandoned computation finishes.
+        gate.set()
+        await holder
+        # The slot is free again and the server keeps serving.
         small, h = execute_request(PADDING_OP, {"InputTensor": np.ones((1, 1, 2, 2), np.int8)})
         assert (await c.post("/v1/execute", content=small, headers=h)).status_code == 200
 

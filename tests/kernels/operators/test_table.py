@@ -101,9 +101,10 @@ def test_cost_estimate_counts_window_taps(spec: Any) -> None:
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.type)
 def test_implementations_take_the_reference_parameters(spec: Any) -> None:
-    assert spec.implementation("numpy") is spec.reference
+    # The NumPy backend runs the fast CPU path; the reference is only the oracle.
+    assert spec.implementation("numpy") is not spec.reference
     reference = list(inspect.signature(spec.reference).parameters.values())
-    assert set(spec.launchers) >= {"cupy"}
+    assert set(spec.launchers) >= {"numpy", "cupy"}
     for backend in spec.launchers:
         launcher = spec.implementation(backend)
         params = list(inspect.signature(launcher).parameters.values())
