@@ -73,10 +73,10 @@ class InferExchange(BodyExchange):
 
     def __init__(
         self, body: Body, max_tensor_bytes: int, registered: RegisteredOperator,
-        shared_memory: SharedMemory,
+        shared_memory: SharedMemory | None = None,
     ) -> None:  # fmt: skip
         super().__init__(body, max_tensor_bytes, registered)
-        self.leases = Leases(shared_memory)
+        self.leases = Leases(shared_memory or SharedMemory(0, 0))
         if self.decode_bytes <= INLINE_BYTES and b"shared_memory_region" in bytes(body.json):
             # A small body may read any amount from shared memory: decode off the event loop.
             self.decode_bytes = INLINE_BYTES + 1
@@ -143,10 +143,11 @@ def decode_inputs(
     section: BinarySection,
     op: OperatorBase,
     max_tensor_bytes: int,
-    leases: Leases,
+    leases: Leases | None = None,
 ) -> dict[str, HostTensor]:
     """The request's input tensors by name (binary sections taken in request order; inputs
-    naming a shared-memory region read from it)."""
+    naming a shared-memory region read from it, through `leases`)."""
+    leases = leases or Leases(SharedMemory(0, 0))
     expected = [n for n in op.tensor_descs() if n != "OutputTensor"]
     tensors: dict[str, HostTensor] = {}
     for i, item in enumerate(items):

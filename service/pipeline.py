@@ -17,7 +17,7 @@ calls `run` with its own `Exchange`.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dmlserve.kernels import DescriptorError
@@ -42,8 +42,10 @@ class Decoded:
     descriptor: Any  # the operator's JSON object, or a registered (resolved) model
     inputs: dict[str, HostTensor]
     loc: tuple[str | int, ...] = ()  # where descriptor errors point, e.g. ("operator",)
-    sink: Any = None  # where the device writes the output (CUDA shared memory), else None
-    pin: AbstractContextManager[Any] | None = None  # held while the device runs (Work.pin)
+    # CUDA shared memory: where the device writes the output, and what it holds while it runs
+    # (`Work.sink`, `Work.pin`). Keyword-only, so subclasses' positional fields keep their places.
+    sink: Any = field(default=None, kw_only=True)
+    pin: AbstractContextManager[Any] | None = field(default=None, kw_only=True)
 
 
 D = TypeVar("D", bound=Decoded)
