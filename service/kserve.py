@@ -107,6 +107,9 @@ def with_shm_outputs(
     chosen: dict[str, tuple[Region, ShmRef]] = {}
     for i, out in enumerate(outputs):
         loc: tuple[str | int, ...] = ("outputs", i)
+        if out.name != "OutputTensor":
+            msg = f"the model has no output {out.name!r}; its output is OutputTensor"
+            raise DescriptorError.at((*loc, "name"), msg)
         ref = shm_ref(out.parameters, loc)
         if ref is not None:
             chosen[out.name] = (leases.take(ref, loc), ref)

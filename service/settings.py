@@ -51,10 +51,12 @@ class Settings(BaseSettings):
     )
     warmup: bool = Field(default=True, description="run every operator once at start-up")
     max_shm_regions: int = Field(
-        default=64, ge=0, description="shared-memory regions registered at once, of each kind"
+        default=64, ge=0, description="shared-memory regions registered at once (system and CUDA)"
     )
     max_shm_bytes: int = Field(
-        default=64 * GIB, ge=0, description="total byte_size of the registered regions of each kind"
+        default=64 * GIB,
+        ge=0,
+        description="total byte_size of registered shared-memory regions",
     )
     shutdown_timeout_s: float = Field(
         default=30.0, gt=0, description="grace period for in-flight work"

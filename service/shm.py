@@ -69,7 +69,7 @@ class Region:
         """The tensor stored at `ref` (range and size already checked)."""
         raise NotImplementedError
 
-    def write(self, ref: ShmRef, data: memoryview) -> None:
+    def write(self, ref: ShmRef, array: np.ndarray) -> None:
         """Store a host output at `ref` (CUDA regions get theirs from the device instead)."""
 
     def check_range(self, ref: ShmRef, loc: Loc) -> None:
@@ -147,8 +147,9 @@ class SystemRegion(Region):
             done += n
         return HostTensor(layout.data_type, layout.sizes, None, buffer)
 
-    def write(self, ref: ShmRef, data: memoryview) -> None:
-        """Store `data` at `ref` (its size already checked against `ref.byte_size`)."""
+    def write(self, ref: ShmRef, array: np.ndarray) -> None:
+        """Store `array`'s bytes at `ref` (its size already checked against `ref.byte_size`)."""
+        data = packed_bytes(array)
         start = self.offset + ref.offset
         self._still_holds(start, len(data))
         done = 0
@@ -337,7 +338,7 @@ class Leases:
                 f"{name} needs {array.nbytes} bytes, but shared_memory_byte_size for region "
                 f"{region.name!r} is {ref.byte_size}"
             )
-        region.write(ref, packed_bytes(array))
+        region.write(ref, array)
 
     def release(self) -> None:
         """End the request's use of its regions (once, when its response is built or failed)."""

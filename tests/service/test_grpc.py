@@ -150,6 +150,10 @@ def test_errors_are_status_codes_with_the_message(client: triton.InferenceServer
     wrong.set_data_from_numpy(np.zeros((2, 3, 4), np.float32))
     with pytest.raises(InferenceServerException, match="has no input 'Nope'"):
         client.infer(PAD, [wrong])
+    right = triton.InferInput("InputTensor", [2, 3, 4], "FP32")
+    right.set_data_from_numpy(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(InferenceServerException, match="has no output 'Nope'"):
+        client.infer(PAD, [right], outputs=[triton.InferRequestedOutput("Nope")])
 
 
 def test_a_short_raw_tensor_is_invalid_argument(transport_server: TransportServer) -> None:
