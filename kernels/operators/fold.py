@@ -25,6 +25,10 @@ class FoldOperator(WindowedOperator):
         *WindowedOperator.dimension_arrays,
     )
     dimension_count_range: ClassVar[tuple[int, int]] = (1, 6)
+    tensor_layouts: ClassVar[Mapping[str, str]] = {
+        "InputTensor": "{ BatchCount, ChannelCount * prod(WindowSizes), BlockCount }",
+        "OutputTensor": "{ BatchCount, ChannelCount, spatial... }",
+    }
     # the output's spatial sizes are known only from OutputTensor
     rank_tensors: ClassVar[tuple[str, ...]] = ("OutputTensor",)
 
