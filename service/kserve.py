@@ -59,7 +59,8 @@ class InferExchange(BodyExchange):
         assert self.registered is not None
         op = self.registered.operator
         inputs = decode_inputs(req.inputs, self.body.section(), op, self.max_tensor_bytes)
-        return InferDecoded(op, inputs, request_id=req.id, binary=binary)
+        where = {item.name: ("inputs", i) for i, item in enumerate(req.inputs)}
+        return InferDecoded(op, inputs, input_locs=where, request_id=req.id, binary=binary)
 
     def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[Response, int]:
         outputs = {"OutputTensor": outcome.output}
