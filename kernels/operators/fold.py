@@ -56,7 +56,7 @@ class FoldOperator(WindowedOperator):
             return None
         window = math.prod(self.window_sizes)
         errors.check(
-            x.sizes[0] == y.sizes[0],
+            y.sizes[0] in (x.sizes[0], -1),  # a registered variable batch follows the input's
             ("InputTensor", "Sizes", 0),
             f"InputTensor.Sizes[0] ({x.sizes[0]}) must equal OutputTensor.Sizes[0] ({y.sizes[0]})",
         )
