@@ -15,6 +15,7 @@ from starlette.staticfiles import StaticFiles
 from dmlserve import __version__
 from dmlserve.kernels import BackendUnavailableError, Operator
 from dmlserve.service.compression import Compression
+from dmlserve.service.examples import add_examples
 from dmlserve.service.observability import RequestContextMiddleware
 from dmlserve.service.responses import install_error_handlers
 from dmlserve.service.routes import system, v1, v2
@@ -108,5 +109,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas.update(operator.pop("$defs", {}))
         schemas["Operator"] = operator
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        add_examples(doc)
         app.openapi_schema = doc
     return app.openapi_schema
