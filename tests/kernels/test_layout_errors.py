@@ -6,7 +6,9 @@ DimensionCount (the input; FOLD's OutputTensor) reshaped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,3 +101,14 @@ def test_every_tensor_has_a_layout_in_the_schema(spec: Any) -> None:
     for name, layout in model.tensor_layouts.items():
         assert schema["properties"][name]["description"] == layout
         assert f"{name}: {layout}" in schema["description"]
+
+
+def test_the_readme_table_is_the_declared_layouts() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| ([A-Z_]+) \| (\d+)–(\d+) \| (\w+) \| `(.+)` \|$", readme, re.M)
+    declared = [
+        (t, str(s.model.dimension_count_range[0]), str(s.model.dimension_count_range[1]), n, lay)
+        for t, s in OPERATORS.items()
+        for n, lay in s.model.tensor_layouts.items()
+    ]
+    assert rows == declared
