@@ -44,8 +44,8 @@ class FoldOperator(WindowedOperator):
         if not errors.check(
             x.rank == 3,
             ("InputTensor", "Sizes"),
-            "FOLD's InputTensor is (N, C*prod(WindowSizes), BlockCount): 3 dimensions, "
-            f"got {x.rank}",
+            f"FOLD's InputTensor is {self.tensor_layouts['InputTensor']}: 3 dimensions, got "
+            f"{x.rank} (Sizes {list(x.sizes)})",
         ):
             return None
         blocks = window_counts(
