@@ -56,8 +56,9 @@ class Decoded:
         return (*self.loc, *loc)
 
     def _describes(self, name: str) -> bool:
+        # A registered model was resolved with its own tensor descriptors, so a tensor rule it
+        # breaks now is broken by the request's tensor.
         d = self.descriptor
-        # a registered model was resolved from its own tensors: what breaks now is the request's
         return isinstance(d, Mapping) and (name in d or attr_name(name) in d)
 
 
