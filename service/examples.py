@@ -16,6 +16,8 @@ from dmlserve.kernels import OPERATORS, OperatorSpec, TensorDesc
 Spec = OperatorSpec[Any, ...]
 #: tensors whose batch size a registration may leave open (-1)
 _BATCHED = ("InputTensor", "OutputTensor")
+#: the paths whose `{name}` is a registered operator (a KServe v2 model)
+_NAMED = ("/v1/operators/{name}", "/v2/models/{name}")
 
 
 def model_name(spec: Spec) -> str:
@@ -94,7 +96,8 @@ def _operations(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def add_examples(doc: dict[str, Any]) -> None:
-    """Give every request body and `{name}` parameter of the OpenAPI `doc` working examples."""
+    """Give the operator request bodies and the operator `{name}` parameters of the OpenAPI
+    `doc` working examples."""
     for path, operation in _operations(doc):
         content = operation.get("requestBody", {}).get("content", {}).get("application/json")
         ref = (content or {}).get("schema", {}).get("$ref", "")
@@ -105,7 +108,7 @@ def add_examples(doc: dict[str, Any]) -> None:
                 spec.type: {"summary": _summary(spec, schema), "value": body(spec)}
                 for spec in OPERATORS.values()
             }
-        if "{name}" in path:
+        if path.startswith(_NAMED):
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "path" and parameter.get("name") == "name":
                     parameter["examples"] = {

@@ -1,8 +1,9 @@
-"""Every example of the OpenAPI document validates against its schema and runs with success.
+"""Every example of the OpenAPI document validates against its schema; the operator examples
+run with success.
 
 Read from the served document, as Swagger UI's "Try it out" reads it: each request body example
-and each `{name}` parameter example of the same operator. Registrations run first, so the
-examples that execute by name find their operator; deletions run last.
+with the `{name}` parameter example of the same operator. Registrations run first, so the
+examples that execute by name find their operator; reads of a registered name follow.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import httpx
 import jsonschema
 
 from dmlserve.kernels import OPERATORS
+from dmlserve.service.examples import BODIES, model_name
+
+Operation = tuple[str, str, dict[str, Any]]
 
 
 def _validator(doc: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
@@ -20,19 +24,24 @@ def _validator(doc: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft2
     return jsonschema.Draft202012Validator({**schema, "components": doc["components"]})
 
 
-def _operations(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    ops = [
+def _operations(doc: dict[str, Any]) -> list[Operation]:
+    return [
         (method, path, op)
         for path, item in doc["paths"].items()
         for method, op in item.items()
         if method != "parameters"
     ]
 
-    def phase(entry: tuple[str, str, dict[str, Any]]) -> int:
-        method, path, _ = entry
-        return 2 if method == "delete" else int("{name}" in path)
 
-    return sorted(ops, key=phase)
+def _json_body(op: dict[str, Any]) -> dict[str, Any] | None:
+    content: dict[str, Any] | None = (
+        op.get("requestBody", {}).get("content", {}).get("application/json")
+    )
+    return content
+
+
+def _schema_name(content: dict[str, Any]) -> str:
+    return str(content.get("schema", {}).get("$ref", "")).rsplit("/", 1)[-1]
 
 
 def _name_example(op: dict[str, Any], key: str) -> str | None:
@@ -43,35 +52,56 @@ def _name_example(op: dict[str, Any], key: str) -> str | None:
     return None
 
 
-async def test_every_example_validates_and_succeeds(client: httpx.AsyncClient) -> None:
+async def _check(
+    client: httpx.AsyncClient, doc: dict[str, Any], method: str, url: str, op: dict[str, Any],
+    body: Any = None,
+) -> None:  # fmt: skip
+    r = await client.request(method.upper(), url, json=body)
+    assert r.status_code in (200, 201), (method, url, r.text)
+    success = op["responses"].get(str(r.status_code), {})
+    schema = success.get("content", {}).get("application/json", {}).get("schema")
+    if schema:
+        _validator(doc, schema).validate(r.json())
+
+
+async def test_every_example_validates_against_its_schema(client: httpx.AsyncClient) -> None:
     doc = (await client.get("/openapi.json")).json()
-    ran: dict[tuple[str, str], set[str]] = {}
-    for method, path, op in _operations(doc):
-        content = op.get("requestBody", {}).get("content", {}).get("application/json")
-        bodies = (content or {}).get("examples")
-        if content is not None:
-            assert bodies, f"{method} {path} has a JSON body but no examples"
-            assert set(bodies) == set(OPERATORS), (method, path)
-        keys = list(bodies or OPERATORS)
-        for key in keys:
+    checked = 0
+    for _, _, op in _operations(doc):
+        for media in op.get("requestBody", {}).get("content", {}).values():
+            for example in media.get("examples", {}).values():
+                _validator(doc, media["schema"]).validate(example["value"])
+                checked += 1
+    assert checked >= len(BODIES) * len(OPERATORS)
+
+
+async def test_every_operator_example_runs(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/openapi.json")).json()
+    operations = _operations(doc)
+    with_examples = [
+        (method, path, op, content)
+        for method, path, op in operations
+        if (content := _json_body(op)) is not None and _schema_name(content) in BODIES
+    ]
+    # every operator body schema has examples, one per operator
+    assert {_schema_name(content) for *_, content in with_examples} == set(BODIES)
+    registrations_first = sorted(with_examples, key=lambda entry: "{name}" in entry[1])
+    for method, path, op, content in registrations_first:
+        assert set(content["examples"]) == set(OPERATORS), (method, path)
+        for key, example in content["examples"].items():
             name = _name_example(op, key)
-            if "{name}" in path:
-                assert name is not None, f"{method} {path} has no example for {{name}}"
+            assert ("{name}" in path) == (name is not None), (method, path)
             url = path.replace("{name}", name or "")
-            request: dict[str, Any] = {}
-            if bodies:
-                body = bodies[key]["value"]
-                _validator(doc, content["schema"]).validate(body)
-                request["json"] = body
-            r = await client.request(method.upper(), url, **request)
-            assert r.status_code in (200, 201), (method, url, r.text)
-            success = op["responses"].get(str(r.status_code), {})
-            schema = success.get("content", {}).get("application/json", {}).get("schema")
-            if schema:
-                _validator(doc, schema).validate(r.json())
-            ran.setdefault((method, path), set()).add(key)
-    assert ("post", "/v1/execute") in ran and ("post", "/v2/models/{name}/infer") in ran
-    # the examples leave nothing registered behind
+            await _check(client, doc, method, url, op, example["value"])
+    # the reads of each registered example by its name, then its removal
+    for method, path, op in operations:
+        if method == "get" and "{name}" in path:
+            for key in OPERATORS:
+                name = _name_example(op, key)
+                if name is not None:
+                    await _check(client, doc, method, path.replace("{name}", name), op)
+    for spec in OPERATORS.values():
+        assert (await client.delete(f"/v1/operators/{model_name(spec)}")).status_code == 200
     assert (await client.get("/v1/operators")).json()["operators"] == []
 
 
