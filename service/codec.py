@@ -97,7 +97,7 @@ class V1Exchange(BodyExchange):
             descriptor,
             inputs,
             loc=("operator",) if self.registered is None else (),
-            input_locs={name: ("inputs", name) for name in inputs},
+            input_locs={name: ("inputs", name) for name in req.inputs},
             encoding=req.output_encoding or default,
         )
 
