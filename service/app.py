@@ -14,7 +14,9 @@ from starlette.staticfiles import StaticFiles
 
 from dmlserve import __version__
 from dmlserve.kernels import BackendUnavailableError, Operator
+from dmlserve.service import landing
 from dmlserve.service.compression import Compression
+from dmlserve.service.examples import add_examples
 from dmlserve.service.observability import RequestContextMiddleware
 from dmlserve.service.responses import install_error_handlers
 from dmlserve.service.routes import shm, system, v1, v2
@@ -37,7 +39,11 @@ logger = logging.getLogger("dmlserve")
 DESCRIPTION = (
     "DirectML's FOLD, UNFOLD, PADDING, AVERAGE_POOLING and CONVOLUTION_INTEGER with DirectML's "
     "semantics: `/v1` takes operator descriptors with DirectML field names; `/v2` is the "
-    "KServe v2 Open Inference Protocol over registered operators."
+    "KServe v2 Open Inference Protocol over registered operators.\n\n"
+    "Tensors are row-major. The windowed operators take `[N, C, spatial...]`, DirectML's "
+    "`{ BatchCount, ChannelCount, ... }`, with DimensionCount spatial sizes; PADDING takes any "
+    "rank. Each operator's schema (`FoldOperator`, ...) gives the Sizes of its tensors. Every "
+    "request body has one example per operator: pick one under Try it out and Execute."
 )
 
 
@@ -78,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.dmlserve = state
     install_error_handlers(app)
+    app.add_exception_handler(404, landing.on_unknown_route)
     # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
     app.add_middleware(Compression, minimum_size=1024)
     app.add_middleware(RequestContextMiddleware)
@@ -131,5 +138,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas.update(operator.pop("$defs", {}))
         schemas["Operator"] = operator
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        add_examples(doc)
         app.openapi_schema = doc
     return app.openapi_schema

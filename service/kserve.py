@@ -88,7 +88,8 @@ class InferExchange(BodyExchange):
         op = self.registered.operator
         section = self.body.section()
         inputs = decode_inputs(req.inputs, section, op, self.max_tensor_bytes, self.leases)
-        decoded = InferDecoded(op, inputs, request_id=req.id, binary=binary)
+        where = {item.name: ("inputs", i) for i, item in enumerate(req.inputs)}
+        decoded = InferDecoded(op, inputs, input_locs=where, request_id=req.id, binary=binary)
         return with_shm_outputs(decoded, req.outputs or [], self.leases)
 
     def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[Response, int]:

@@ -130,7 +130,10 @@ class GrpcInferExchange:
             InferRequestedOutput.model_construct(name=o.name, parameters=parameters(o.parameters))
             for o in request.outputs
         ]
-        decoded = InferDecoded(op, inputs, request_id=request.id, binary={"OutputTensor": True})
+        where = {t.name: ("inputs", i) for i, t in enumerate(request.inputs)}
+        decoded = InferDecoded(
+            op, inputs, input_locs=where, request_id=request.id, binary={"OutputTensor": True}
+        )
         return with_shm_outputs(decoded, outputs, self.leases)
 
     def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[pb.ModelInferResponse, int]:
