@@ -39,25 +39,25 @@ def _done() -> Response:
 
 
 @router.get(SYSTEM + "/status", response_model=list[SystemSharedMemoryStatus])
-@router.get(SYSTEM + "/region/{name}/status", response_model=list[SystemSharedMemoryStatus])
-async def system_status(state: StateDep, name: str = "") -> Response:
+@router.get(SYSTEM + "/region/{region}/status", response_model=list[SystemSharedMemoryStatus])
+async def system_status(state: StateDep, region: str = "") -> Response:
     """The registered system shared-memory regions (one, when named)."""
-    return json_response(state.shared_memory.status("system", name))
+    return json_response(state.shared_memory.status("system", region))
 
 
-@router.post(SYSTEM + "/region/{name}/register", summary="Register a system shared-memory region")
-async def system_register(name: str, request: Request, state: StateDep) -> Response:
+@router.post(SYSTEM + "/region/{region}/register", summary="Register a system shared-memory region")
+async def system_register(region: str, request: Request, state: StateDep) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
     req = validate(SystemSharedMemoryRegister, await parse_json(body.json))
-    region = SystemRegion.open(check_name(name), req.key, req.offset, req.byte_size)
-    state.shared_memory.register(region)
+    opened = SystemRegion.open(check_name(region), req.key, req.offset, req.byte_size)
+    state.shared_memory.register(opened)
     return _done()
 
 
 @router.post(SYSTEM + "/unregister", summary="Unregister every system shared-memory region")
-@router.post(SYSTEM + "/region/{name}/unregister", summary="Unregister one")
-async def system_unregister(state: StateDep, name: str = "") -> Response:
-    state.shared_memory.unregister("system", name)
+@router.post(SYSTEM + "/region/{region}/unregister", summary="Unregister one")
+async def system_unregister(state: StateDep, region: str = "") -> Response:
+    state.shared_memory.unregister("system", region)
     return _done()
 
 
@@ -72,14 +72,14 @@ def _cuda(state: ServiceState) -> None:
 
 
 @router.get(CUDA + "/status", response_model=list[CudaSharedMemoryStatus])
-@router.get(CUDA + "/region/{name}/status", response_model=list[CudaSharedMemoryStatus])
-async def cuda_status(state: StateDep, name: str = "") -> Response:
+@router.get(CUDA + "/region/{region}/status", response_model=list[CudaSharedMemoryStatus])
+async def cuda_status(state: StateDep, region: str = "") -> Response:
     """The registered CUDA shared-memory regions (one, when named)."""
-    return json_response(state.shared_memory.status("cuda", name))
+    return json_response(state.shared_memory.status("cuda", region))
 
 
-@router.post(CUDA + "/region/{name}/register", summary="Register a CUDA shared-memory region")
-async def cuda_register(name: str, request: Request, state: StateDep) -> Response:
+@router.post(CUDA + "/region/{region}/register", summary="Register a CUDA shared-memory region")
+async def cuda_register(region: str, request: Request, state: StateDep) -> Response:
     _cuda(state)
     body = await read_body(request, state.settings.max_request_bytes)
     req = validate(CudaSharedMemoryRegister, await parse_json(body.json))
@@ -89,12 +89,12 @@ async def cuda_register(name: str, request: Request, state: StateDep) -> Respons
         raise BadRequestError(f"raw_handle.b64 is not valid base64: {exc}") from None
     from dmlserve.service.cudashm import register
 
-    await register(state, check_name(name), raw, req.device_id, req.byte_size)
+    await register(state, check_name(region), raw, req.device_id, req.byte_size)
     return _done()
 
 
 @router.post(CUDA + "/unregister", summary="Unregister every CUDA shared-memory region")
-@router.post(CUDA + "/region/{name}/unregister", summary="Unregister one")
-async def cuda_unregister(state: StateDep, name: str = "") -> Response:
-    state.shared_memory.unregister("cuda", name)
+@router.post(CUDA + "/region/{region}/unregister", summary="Unregister one")
+async def cuda_unregister(state: StateDep, region: str = "") -> Response:
+    state.shared_memory.unregister("cuda", region)
     return _done()
