@@ -59,7 +59,7 @@ class MethodNotAllowedError(ServiceError):
 
 
 class ConflictError(ServiceError):
-    """The request conflicts with what a name already holds."""
+    """The request conflicts with the current state (a name taken, a resource in use)."""
 
     status, code, title = 409, "conflict", "Conflict"
 
@@ -86,6 +86,12 @@ class UnprocessableError(ServiceError):
     """The descriptor or the tensors break a DirectML rule (or the request schema)."""
 
     status, code, title = 422, "unprocessable", "Unprocessable Content"
+
+
+class InsufficientStorageError(ServiceError):
+    """A configured limit on what the server keeps (registrations, regions) is reached."""
+
+    status, code, title = 507, "insufficient_storage", "Insufficient Storage"
 
 
 class QueueFullError(ServiceError):
@@ -119,6 +125,7 @@ BY_STATUS: dict[int, type[ServiceError]] = {
         PayloadTooLargeError,
         UnsupportedMediaTypeError,
         UnprocessableError,
+        InsufficientStorageError,
         QueueFullError,
         UnavailableError,
         GatewayTimeoutError,

@@ -251,6 +251,15 @@ def check_repository(settings: Settings) -> None:
         raise RepositoryError(errors[0].path, errors[0].reason + more)
 
 
+def repository_of(state: ServiceState) -> ModelRepository:
+    """The service's model repository; 400 when none is configured."""
+    if state.repository is None:
+        raise BadRequestError(
+            "no model repository is configured (DMLSERVE_MODEL_REPOSITORY / --model-repository)"
+        )
+    return state.repository
+
+
 def index(state: ServiceState, ready_only: bool = False) -> list[dict[str, Any]]:
     """Triton's repository index: every file's model, and every registration (all READY)."""
     entries = state.repository.entries() if state.repository is not None else {}

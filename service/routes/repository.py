@@ -10,8 +10,8 @@ from starlette.responses import Response
 from dmlserve.service.body import read_body
 from dmlserve.service.codec import load_json, validate
 from dmlserve.service.errors import BadRequestError
-from dmlserve.service.repository import ModelRepository
 from dmlserve.service.repository import index as repository_index
+from dmlserve.service.repository import repository_of
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import KeyedRoute
 from dmlserve.service.routes.v2 import ERRORS
@@ -30,16 +30,8 @@ _OVERRIDES = ("config",)
 
 async def _body(request: Request, state: ServiceState) -> dict[str, Any]:
     """The optional JSON body of a repository request ({} when empty)."""
-    body = await read_body(request, state.settings.max_request_bytes)
+    body = await read_body(request, state.settings.max_request_bytes, control=True)
     return load_json(body.json) if len(body.json) else {}
-
-
-def _repository(state: ServiceState) -> ModelRepository:
-    if state.repository is None:
-        raise BadRequestError(
-            "no model repository is configured (DMLSERVE_MODEL_REPOSITORY / --model-repository)"
-        )
-    return state.repository
 
 
 @router.post(
@@ -58,12 +50,12 @@ async def load(name: str, request: Request, state: StateDep) -> Response:
         raise BadRequestError(
             f"load parameter {overrides[0]!r} is not supported: a model is its repository file"
         )
-    await _repository(state).load(state, name)
+    await repository_of(state).load(state, name)
     return json_response({})
 
 
 @router.post("/models/{name}/unload", summary="Unload a model")
 async def unload(name: str, request: Request, state: StateDep) -> Response:
     validate(RepositoryModelRequest, await _body(request, state))
-    await _repository(state).unload(state, name)
+    await repository_of(state).unload(state, name)
     return json_response({})

@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from dmlserve import __version__
 from dmlserve.service.body import read_body
 from dmlserve.service.errors import NotFoundError, UnavailableError
-from dmlserve.service.kserve import EXTENSIONS, VERSION, InferExchange, model_metadata
+from dmlserve.service.kserve import VERSION, InferExchange, model_metadata, model_statistics
+from dmlserve.service.kserve import server_metadata as kserve_server_metadata
 from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
@@ -49,8 +49,8 @@ async def ready(state: StateDep) -> Response:
 
 
 @router.get("", response_model=ServerMetadata, summary="Server metadata")
-async def server_metadata() -> Response:
-    return json_response({"name": "dmlserve", "version": __version__, "extensions": EXTENSIONS})
+async def server_metadata(state: StateDep) -> Response:
+    return json_response(kserve_server_metadata(state.shared_memory))
 
 
 def _model(state: StateDep, name: str, version: str | None) -> RegisteredOperator:
@@ -63,8 +63,7 @@ def _model(state: StateDep, name: str, version: str | None) -> RegisteredOperato
 # Before `/models/{name}`, so that `stats` is read as the statistics of every model.
 @router.get("/models/stats", response_model=ModelStatsResponse, summary="Statistics, every model")
 async def all_statistics(state: StateDep) -> Response:
-    stats = [reg.statistics.to_json(reg.name, VERSION) for reg in state.registry.list()]
-    return json_response({"model_stats": stats})
+    return json_response(model_statistics(state.registry.list()))
 
 
 @router.get("/models/{name}", response_model=ModelMetadata, summary="Model metadata")
@@ -104,7 +103,11 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     state = state_of(request)
     reg = _model(state, name, version)
     body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
+    exchange = InferExchange(body, state.settings.max_tensor_bytes, reg, state.shared_memory)
+    try:
+        return await run(state, exchange)
+    finally:
+        exchange.leases.release()
 
 
 @router.get("/models/{name}/config", summary="Model configuration (Triton's ModelConfig)")
@@ -120,5 +123,4 @@ async def config(state: StateDep, name: str, version: str | None = None) -> Resp
     include_in_schema=False,
 )
 async def statistics(state: StateDep, name: str, version: str | None = None) -> Response:
-    reg = _model(state, name, version)
-    return json_response({"model_stats": [reg.statistics.to_json(reg.name, VERSION)]})
+    return json_response(model_statistics([_model(state, name, version)]))
