@@ -44,7 +44,7 @@ def dmlserve_cmd(port: int, backend: str, repository: Path) -> list[str]:
     return [
         sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", backend,
         "--host", "127.0.0.1", "--port", str(port), "--model-repository", str(repository),
-        "--log-level", "warning",
+        "--log-level", "warning", "--grpc-port", "0",
     ]  # fmt: skip
 
 

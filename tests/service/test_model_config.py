@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from dmlserve.service.model_config import DEFAULT_MAX_BATCH_SIZE
+from tests.backend import TEST_BACKEND
 from tests.service.conftest import app_client
 from tests.service.models import BATCHING, CONV_CONSTANTS, CONV_OPERATOR, FOLD, POOL, conv_body
 
@@ -56,9 +57,11 @@ async def test_max_batch_size_and_dims(
         assert [(o["name"], o["data_type"], o["dims"]) for o in config["output"]] == [
             ("OutputTensor", *output)
         ]
+        gpu = TEST_BACKEND == "cupy"
         assert config["instance_group"] == [
-            {"name": "m", "kind": "KIND_CPU", "count": 2, "gpus": []}
-        ]
+            {"name": "m", "kind": "KIND_GPU" if gpu else "KIND_CPU", "count": 2,
+             "gpus": [0] if gpu else []}
+        ]  # fmt: skip
         assert ("dynamic_batching" in config) == ("batching" in body)
 
 
