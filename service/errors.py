@@ -67,6 +67,12 @@ class MethodNotAllowedError(ServiceError):
     status, code, title = 405, "method_not_allowed", "Method Not Allowed"
 
 
+class ConflictError(ServiceError):
+    """The request conflicts with the current state (a name taken, a resource in use)."""
+
+    status, code, title = 409, "conflict", "Conflict"
+
+
 class PayloadTooLargeError(ServiceError):
     """A request body, a tensor or an inferred output is over a configured limit."""
 
@@ -100,6 +106,12 @@ class UnprocessableError(ServiceError):
     status, code, title = 422, "unprocessable", "Unprocessable Content"
 
 
+class InsufficientStorageError(ServiceError):
+    """A configured limit on what the server keeps (registrations, regions) is reached."""
+
+    status, code, title = 507, "insufficient_storage", "Insufficient Storage"
+
+
 class QueueFullError(ServiceError):
     status, code, title, retryable = 429, "queue_full", "Too Many Requests", True
 
@@ -114,12 +126,6 @@ class UnavailableError(ServiceError):
 
     def __init__(self, detail: str, retry_after_s: int) -> None:
         super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
-
-
-class InsufficientStorageError(ServiceError):
-    """A limit on what the server keeps (registered operators) is reached."""
-
-    status, code, title = 507, "insufficient_storage", "Insufficient Storage"
 
 
 class GatewayTimeoutError(ServiceError):
@@ -144,13 +150,14 @@ BY_STATUS: dict[int, type[ServiceError]] = {
         UnauthorizedError,
         NotFoundError,
         MethodNotAllowedError,
+        ConflictError,
         PayloadTooLargeError,
         UnsupportedMediaTypeError,
         UnprocessableError,
+        InsufficientStorageError,
         QueueFullError,
         UnavailableError,
         GatewayTimeoutError,
-        InsufficientStorageError,
     )
 }
 

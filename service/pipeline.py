@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dmlserve.kernels import DescriptorError
+from dmlserve.kernels.descriptors import attr_name
+from dmlserve.kernels.errors import Loc
 from dmlserve.kernels.wire import Encoding, HostTensor, text_bytes
 from dmlserve.service.concurrency import offload
 from dmlserve.service.cost import is_tiny
@@ -42,7 +46,27 @@ class Decoded:
 
     descriptor: Any  # the operator's JSON object, or a registered (resolved) model
     inputs: dict[str, HostTensor]
-    loc: tuple[str | int, ...] = ()  # where descriptor errors point, e.g. ("operator",)
+    loc: Loc = ()  # where descriptor errors point, e.g. ("operator",)
+    #: where each input tensor sits in the request, e.g. {"InputTensor": ("inputs", 0)}
+    input_locs: Mapping[str, Loc] = field(default_factory=dict)
+    # CUDA shared memory: where the device writes the output, and what it holds while it runs
+    # (`Work.sink`, `Work.pin`). Keyword-only, so subclasses' positional fields keep their places.
+    sink: Any = field(default=None, kw_only=True)
+    pin: AbstractContextManager[Any] | None = field(default=None, kw_only=True)
+
+    def where(self, loc: Loc) -> Loc:
+        """Where a binding error at `loc` points in the request: a tensor the descriptor does
+        not describe is reported where the request sent it, the rest in the descriptor."""
+        name = loc[0] if loc else None
+        if isinstance(name, str) and name in self.input_locs and not self._describes(name):
+            return (*self.input_locs[name], *loc[1:])
+        return (*self.loc, *loc)
+
+    def _describes(self, name: str) -> bool:
+        # A registered model was resolved with its own tensor descriptors, so a tensor rule it
+        # breaks now is broken by the request's tensor.
+        d = self.descriptor
+        return isinstance(d, Mapping) and (name in d or attr_name(name) in d)
 
     def output_encoding(self) -> Encoding:
         """How the output will be sent; a text encoding is bounded before anything runs."""
@@ -81,16 +105,21 @@ class Exchange(Protocol, Generic[D, R_co]):
 async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
     """Serve one request from decoded tensors to the encoded response."""
     metrics, model = state.metrics, exchange.model
-    with Observation(metrics, exchange.received_bytes, exchange.operator, model) as obs:
+    statistics = state.registry.statistics(model) if model else None
+    with Observation(metrics, exchange.received_bytes, exchange.operator, model, statistics) as obs:
         try:
+            t0 = time.perf_counter()
             decoded = await offload(exchange.decode_bytes, exchange.decode)
             work = bind(state, decoded, model)
+            work.timings.decode = time.perf_counter() - t0
             obs.operator = str(work.operator.type)
             check_text_output(state, work, decoded.output_encoding())
             outcome = await compute(state, work)
+            t1 = time.perf_counter()
             response, nbytes = await offload(
                 outcome.output.nbytes, exchange.encode, decoded, outcome
             )
+            work.timings.encode = time.perf_counter() - t1
         except KERNEL_ERRORS as exc:
             raise from_kernels(exc) from None
         obs.finished(outcome, nbytes)
@@ -99,17 +128,17 @@ async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
 
 def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
     """The decoded descriptor resolved against the decoded tensors (`DescriptorError` located
-    where the exchange points)."""
+    where the request put the field: `Decoded.where`)."""
     try:
         op = state.resolved.bind(decoded.descriptor, decoded.inputs)
     except DescriptorError as exc:
-        raise exc.prefixed(*decoded.loc) from None
+        raise exc.relocated(decoded.where) from None
     # A descriptor that declares its input tensors (a registered one) resolves without them;
     # the computation cannot.
     missing = [name for name in op.input_names if name not in decoded.inputs]
     if missing:
         raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))
-    return Work(op, decoded.inputs, model)
+    return Work(op, decoded.inputs, model, sink=decoded.sink, pin=decoded.pin or nullcontext())
 
 
 def check_text_output(state: ServiceState, work: Work, encoding: Encoding) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -13,6 +14,7 @@ GIB = 1 << 30
 
 BackendName = Literal["auto", "cupy", "numpy"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+ModelControl = Literal["none", "explicit", "poll"]
 
 
 class Settings(BaseSettings):
@@ -25,6 +27,9 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8000, ge=0, le=65535, description="TCP port to listen on")
+    grpc_port: int = Field(
+        default=8001, ge=0, le=65535, description="gRPC port (KServe v2 inference service); 0: off"
+    )
     device: int = Field(default=0, ge=0, description="CUDA device ordinal (cupy backend)")
     api_keys: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="comma-separated bearer keys; empty disables auth"
@@ -53,6 +58,14 @@ class Settings(BaseSettings):
         default=None, description="CuPy kernel cache (CUPY_CACHE_DIR)"
     )
     warmup: bool = Field(default=True, description="run every operator once at start-up")
+    max_shm_regions: int = Field(
+        default=64, ge=0, description="shared-memory regions registered at once (system and CUDA)"
+    )
+    max_shm_bytes: int = Field(
+        default=64 * GIB,
+        ge=0,
+        description="total byte_size of registered shared-memory regions",
+    )
     shutdown_timeout_s: float = Field(
         default=30.0, gt=0, description="grace period for in-flight work"
     )
@@ -71,6 +84,17 @@ class Settings(BaseSettings):
     max_connections: int = Field(
         default=1000, ge=1, description="open connections; past it a new one gets 503 and is closed"
     )
+    model_repository: Path | None = Field(
+        default=None, description="directory of <name>.json registrations every replica serves"
+    )
+    model_control: ModelControl = Field(
+        default="none",
+        description="none: load every model at start-up, a broken file stops it; explicit: "
+        "load on request (/v2/repository/models/{name}/load); poll: load all, then rescan",
+    )
+    repository_poll_s: float = Field(
+        default=15.0, gt=0, description="seconds between rescans of the repository (poll)"
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -79,7 +103,7 @@ class Settings(BaseSettings):
             return tuple(k.strip() for k in value.split(",") if k.strip())
         return value
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "model_control", mode="before")
     @classmethod
     def _lower_level(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
