@@ -7,7 +7,7 @@
 #   stages: tests = kernel-tests memcheck racecheck service-tests transport-tests;
 #           bench = memory-bench conv-bench service-bench transport-bench perf-analyzer
 #           (kernel-bench = the first two);
-#           ncu (not in the defaults).
+#           ncu and soak (not in the defaults; soak: bench/soak.py on the CuPy backend).
 #   perf-analyzer runs Triton's perf_analyzer against the service on the CuPy backend; with
 #   no network, put its wheel in .whl/ first (see tests/tools/perf-analyzer).
 #   Independent stages may run at once in separate invocations with separate OUT folders
@@ -111,6 +111,9 @@ fi
 if has perf-analyzer; then
   step perf-analyzer 400 python3 bench/perf_analyzer.py --backend cupy \
     --output "$out/perf-analyzer-gpu.md"
+fi
+if has soak; then
+  step soak 600 python3 bench/soak.py --backend cupy --output "$out/soak-gpu.md"
 fi
 
 echo

@@ -76,6 +76,8 @@ class InferDecoded(Decoded):
     shm_outputs: dict[str, tuple[Region, ShmRef]] | None = None  # outputs into shared memory
 
     def output_encoding(self) -> Encoding:
+        if "OutputTensor" in (self.shm_outputs or {}):
+            return "binary"  # written to shared memory: no text at all
         return "binary" if (self.binary or {}).get("OutputTensor", True) else "json"
 
 

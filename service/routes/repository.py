@@ -30,7 +30,9 @@ _OVERRIDES = ("config",)
 
 async def _body(request: Request, state: ServiceState) -> dict[str, Any]:
     """The optional JSON body of a repository request ({} when empty)."""
-    body = await read_body(request, state.settings.max_request_bytes, control=True)
+    body = await read_body(
+        request, state.settings.max_request_bytes, state.settings.body_timeout_s, control=True
+    )
     return load_json(body.json) if len(body.json) else {}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -38,6 +39,13 @@ def _done() -> Response:
     return Response(b"", 200)
 
 
+#: What the OpenAPI document says of an answer with an empty body (Triton's).
+EMPTY: dict[str, Any] = {
+    "response_class": Response,
+    "responses": {200: {"description": "done (the body is empty)", "content": {}}},
+}
+
+
 @router.get(SYSTEM + "/status", response_model=list[SystemSharedMemoryStatus])
 @router.get(SYSTEM + "/region/{region}/status", response_model=list[SystemSharedMemoryStatus])
 async def system_status(state: StateDep, region: str = "") -> Response:
@@ -45,17 +53,23 @@ async def system_status(state: StateDep, region: str = "") -> Response:
     return json_response(state.shared_memory.status("system", region))
 
 
-@router.post(SYSTEM + "/region/{region}/register", summary="Register a system shared-memory region")
+@router.post(
+    SYSTEM + "/region/{region}/register", summary="Register a system shared-memory region", **EMPTY
+)
 async def system_register(region: str, request: Request, state: StateDep) -> Response:
-    body = await read_body(request, state.settings.max_request_bytes, control=True)
+    body = await read_body(
+        request, state.settings.max_request_bytes, state.settings.body_timeout_s, control=True
+    )
     req = validate(SystemSharedMemoryRegister, await parse_json(body.json))
     opened = SystemRegion.open(check_name(region), req.key, req.offset, req.byte_size)
     state.shared_memory.register(opened)
     return _done()
 
 
-@router.post(SYSTEM + "/unregister", summary="Unregister every system shared-memory region")
-@router.post(SYSTEM + "/region/{region}/unregister", summary="Unregister one")
+@router.post(
+    SYSTEM + "/unregister", summary="Unregister every system shared-memory region", **EMPTY
+)
+@router.post(SYSTEM + "/region/{region}/unregister", summary="Unregister one", **EMPTY)
 async def system_unregister(state: StateDep, region: str = "") -> Response:
     state.shared_memory.unregister("system", region)
     return _done()
@@ -78,10 +92,14 @@ async def cuda_status(state: StateDep, region: str = "") -> Response:
     return json_response(state.shared_memory.status("cuda", region))
 
 
-@router.post(CUDA + "/region/{region}/register", summary="Register a CUDA shared-memory region")
+@router.post(
+    CUDA + "/region/{region}/register", summary="Register a CUDA shared-memory region", **EMPTY
+)
 async def cuda_register(region: str, request: Request, state: StateDep) -> Response:
     _cuda(state)
-    body = await read_body(request, state.settings.max_request_bytes, control=True)
+    body = await read_body(
+        request, state.settings.max_request_bytes, state.settings.body_timeout_s, control=True
+    )
     req = validate(CudaSharedMemoryRegister, await parse_json(body.json))
     try:
         raw = base64.b64decode(req.raw_handle.b64, validate=True)
@@ -93,8 +111,8 @@ async def cuda_register(region: str, request: Request, state: StateDep) -> Respo
     return _done()
 
 
-@router.post(CUDA + "/unregister", summary="Unregister every CUDA shared-memory region")
-@router.post(CUDA + "/region/{region}/unregister", summary="Unregister one")
+@router.post(CUDA + "/unregister", summary="Unregister every CUDA shared-memory region", **EMPTY)
+@router.post(CUDA + "/region/{region}/unregister", summary="Unregister one", **EMPTY)
 async def cuda_unregister(state: StateDep, region: str = "") -> Response:
     state.shared_memory.unregister("cuda", region)
     return _done()

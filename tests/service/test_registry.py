@@ -139,7 +139,7 @@ async def test_registrations_outside_the_api_do_not_count() -> None:
     async with app_client(max_operators=1) as c:
         state = c.app.state.dmlserve  # type: ignore[attr-defined]
         for width in (3, 4):  # as the model repository registers its files
-            await register(state, _pad(width), f"repo-{width}", capped=False)
+            await register(state, _pad(width), f"repo-{width}", source="repository")
         assert (await c.post("/v1/operators", json={"operator": _pad(5)})).status_code == 201
         assert (await c.post("/v1/operators", json={"operator": _pad(6)})).status_code == 507
 
