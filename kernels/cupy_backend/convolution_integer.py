@@ -11,7 +11,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._common import INT32_LIMIT, Launch, launch, sm_count
 
 __all__ = ["Options", "TiledPlan", "convolution_integer", "convolution_integer_on"]
@@ -212,7 +212,7 @@ def convolution_integer_on(
     m, cg, r, s = (int(v) for v in w.shape)
     g = int(group_count)
     mg = m // g
-    oh, ow = blocks_per_dimension((h, wd), (r, s), strides, dilations, start_padding, end_padding)
+    oh, ow = Window((r, s), strides, dilations, start_padding, end_padding).blocks((h, wd))
     out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
     ran: TiledPlan | str = "none"
     if out.size:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._common import (
     FAST_DIVMOD,
     Plan,
@@ -71,15 +71,15 @@ def _plan(
     byte_strides: tuple[int, ...],
     dtype: np.dtype,
     output_sizes: tuple[int, ...],
-    geometry: tuple[tuple[int, ...], ...],
+    window: Window,
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches."""
-    window_sizes, strides, dilations, start_padding, end_padding = geometry
+    strides, dilations = window.strides, window.dilations
     n, rows, _ = shape
     dims = len(output_sizes)
-    taps = math.prod(window_sizes)
+    taps = window.taps
     c = rows // taps
-    blocks = blocks_per_dimension(output_sizes, *geometry)
+    blocks = window.blocks(output_sizes)
     out_shape = (n, c, *output_sizes)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
@@ -98,14 +98,14 @@ def _plan(
     p["col_stride_n"], p["col_stride_r"], p["col_stride_l"] = xs
     p["total_chunks"] = total
     p["size"][:dims] = output_sizes
-    p["window"][:dims] = window_sizes
-    p["pad_lo"][:dims] = start_padding
+    p["window"][:dims] = window.sizes
+    p["pad_lo"][:dims] = window.start_padding
     p["dilation"][:dims] = dilations
     p["blocks"][:dims] = blocks
     p["k_step"][:dims] = k_steps
     p["b_step"][:dims] = b_steps
     p["k_inverse"][:dims] = inverses
-    p["tap_stride"][:dims] = _suffix_products(window_sizes)
+    p["tap_stride"][:dims] = _suffix_products(window.sizes)
     p["block_stride"][:dims] = _suffix_products(blocks)
     fill_divisors(p["size_div"], output_sizes)
     fill_divisors(p["stride_div"], strides)
@@ -120,21 +120,10 @@ def _plan(
     return Plan(out_shape, kernel, p)
 
 
-def fold(
-    x: Any,
-    output_sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
+def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
     """``(N, C*prod(K), BlockCount) -> (N, C, *output_sizes)``, summing overlapping taps.
 
     Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
     fixed, so results are deterministic.
     """
-    geometry = tuple(
-        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
-    )
-    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry), x)
+    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window), x)

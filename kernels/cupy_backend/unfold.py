@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._common import (
     FAST_DIVMOD,
     Plan,
@@ -56,14 +55,13 @@ def _plan(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],
     itemsize: int,
-    geometry: tuple[tuple[int, ...], ...],
+    window: Window,
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches."""
-    window_sizes, strides, dilations, start_padding, end_padding = geometry
     n, c, *sizes = shape
     dims = len(sizes)
-    blocks = blocks_per_dimension(sizes, *geometry)
-    taps = math.prod(window_sizes)
+    blocks = window.blocks(sizes)
+    taps = window.taps
     length = math.prod(blocks)
     out_shape = (n, c * taps, length)
     p = np.zeros((), dtype=PARAMS)
@@ -77,12 +75,12 @@ def _plan(
     p["x_stride"][:dims] = xs[2:]
     p["total_chunks"] = total
     p["size"][:dims] = sizes
-    p["window_stride"][:dims] = strides
-    p["dilation"][:dims] = dilations
-    p["pad_lo"][:dims] = start_padding
+    p["window_stride"][:dims] = window.strides
+    p["dilation"][:dims] = window.dilations
+    p["pad_lo"][:dims] = window.start_padding
     p["blocks"][:dims] = blocks
     fill_divisors(p["block_div"], blocks)
-    fill_divisors(p["window_div"], window_sizes)
+    fill_divisors(p["window_div"], window.sizes)
     p["chunk_div"] = fast_divmod(chunks)
     p["taps_div"] = fast_divmod(taps)
     p["channel_div"] = fast_divmod(c)
@@ -93,16 +91,6 @@ def _plan(
     return Plan(out_shape, kernel, p)
 
 
-def unfold(
-    x: Any,
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
+def unfold(x: Any, window: Window) -> Any:
     """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
-    geometry = tuple(
-        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
-    )
-    return run(_plan(x.shape, x.strides, x.dtype.itemsize, geometry), x)
+    return run(_plan(x.shape, x.strides, x.dtype.itemsize, window), x)
