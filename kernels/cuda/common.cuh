@@ -20,7 +20,8 @@ template <> struct Bits<8> { typedef unsigned long long type; };
 
 // Division by a run-time constant d >= 1 as multiply-high + add + shift (Granlund-Montgomery,
 // as PyTorch's IntDivider<unsigned>). The host computes `mul` and `shift`; valid for
-// numerators below 2^31. 64-bit numerators fall back to the hardware sequence.
+// numerators below 2^31. 64-bit numerators fall back to the hardware sequence. The launchers
+// read this struct like their parameter structs: one field per line.
 struct FastDivmod {
     unsigned d;
     unsigned mul;

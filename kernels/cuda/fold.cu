@@ -15,7 +15,8 @@
 
 namespace dml {
 
-// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+// The launcher reads this struct into its NumPy structured dtype (natural alignment): one
+// field per line, `type name;` or `type name[count];`.
 struct FoldParams {
     long long col_stride_n;      // element strides of the column tensor (0 = broadcast)
     long long col_stride_r;

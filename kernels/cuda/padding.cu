@@ -20,7 +20,8 @@ namespace dml {
 
 enum PadMode { PAD_CONSTANT = 0, PAD_EDGE = 1, PAD_REFLECTION = 2, PAD_SYMMETRIC = 3, PAD_WRAP = 4 };
 
-// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+// The launcher reads this struct into its NumPy structured dtype (natural alignment): one
+// field per line, `type name;` or `type name[count];`.
 struct PadParams {
     long long in_stride[8];    // element strides of the collapsed input dims (0 = broadcast)
     long long total_chunks;    // rows * chunks_per_row

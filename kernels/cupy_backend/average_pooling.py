@@ -12,7 +12,6 @@ import numpy as np
 from ..geometry import Window
 from ._common import (
     BLOCK,
-    FAST_DIVMOD,
     INT32_LIMIT,
     Launch,
     Plan,
@@ -31,38 +30,7 @@ __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 Path = Literal["strip", "rows", "tiled", "direct"]
 PATHS: tuple[Path, ...] = ("strip", "rows", "tiled", "direct")
 
-PARAMS = param_struct(
-    "average_pooling.cu",
-    "dml::PoolParams",
-    [
-        ("x_stride_n", "<i8", 0),
-        ("x_stride_c", "<i8", 0),
-        ("x_stride", "<i8", 3),
-        ("total", "<i8", 0),
-        ("size", "<i4", 3),
-        ("out", "<i4", 3),
-        ("window", "<i4", 3),
-        ("stride", "<i4", 3),
-        ("dilation", "<i4", 3),
-        ("pad_lo", "<i4", 3),
-        ("tile", "<i4", 3),
-        ("in_tile", "<i4", 3),
-        ("tiles_div", FAST_DIVMOD, 3),
-        ("out_div", FAST_DIVMOD, 3),
-        ("in_w_div", FAST_DIVMOD, 0),
-        ("in_wv_div", FAST_DIVMOD, 0),
-        ("tile_w_div", FAST_DIVMOD, 0),
-        ("tile_wv_div", FAST_DIVMOD, 0),
-        ("channel_div", FAST_DIVMOD, 0),
-        ("include_padding", "<i4", 0),
-        ("taps", "<f4", 0),
-        ("groups_div", FAST_DIVMOD, 0),
-        ("contiguous", "<i4", 0),
-        ("strip_div", FAST_DIVMOD, 3),
-        ("run_planes", "<i4", 0),
-        ("unused", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
 
 # Window sizes compiled as template constants (others are read at run time).
 SPECIALISED_WINDOWS = (1, 2, 3)

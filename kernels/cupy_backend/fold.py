@@ -11,7 +11,6 @@ import numpy as np
 
 from ..geometry import Window
 from ._common import (
-    FAST_DIVMOD,
     Plan,
     chunks_per_row,
     fast_divmod,
@@ -25,36 +24,7 @@ from ._common import (
 
 __all__ = ["fold"]
 
-MAX_DIMS = 6
-
-PARAMS = param_struct(
-    "fold.cu",
-    "dml::FoldParams",
-    [
-        ("col_stride_n", "<i8", 0),
-        ("col_stride_r", "<i8", 0),
-        ("col_stride_l", "<i8", 0),
-        ("total_chunks", "<i8", 0),
-        ("size", "<i4", MAX_DIMS),
-        ("window", "<i4", MAX_DIMS),
-        ("pad_lo", "<i4", MAX_DIMS),
-        ("dilation", "<i4", MAX_DIMS),
-        ("blocks", "<i4", MAX_DIMS),
-        ("k_step", "<i4", MAX_DIMS),
-        ("b_step", "<i4", MAX_DIMS),
-        ("k_inverse", "<i4", MAX_DIMS),
-        ("tap_stride", "<i4", MAX_DIMS),
-        ("block_stride", "<i4", MAX_DIMS),
-        ("size_div", FAST_DIVMOD, MAX_DIMS),
-        ("stride_div", FAST_DIVMOD, MAX_DIMS),
-        ("gcd_div", FAST_DIVMOD, MAX_DIMS),
-        ("k_step_div", FAST_DIVMOD, MAX_DIMS),
-        ("chunk_div", FAST_DIVMOD, 0),
-        ("channel_div", FAST_DIVMOD, 0),
-        ("taps", "<i4", 0),
-        ("unused", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("fold.cu", "dml::FoldParams")
 
 
 def _suffix_products(values: Sequence[int]) -> list[int]:

@@ -9,11 +9,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..directml import MAX_TENSOR_RANK as MAX_RANK
 from ..directml import PaddingMode
 from ._common import (
     BLOCK,
-    FAST_DIVMOD,
     Plan,
     chunks_per_row,
     fast_divmod,
@@ -32,28 +30,7 @@ PATHS: tuple[Path, ...] = ("rows", "chunks")
 # pad_rows: shared memory per CTA for the source rows of its groups; longer rows take pad_chunks.
 ROWS_SMEM_BUDGET = 32 * 1024
 
-PARAMS = param_struct(
-    "padding.cu",
-    "dml::PadParams",
-    [
-        ("in_stride", "<i8", MAX_RANK),
-        ("total_chunks", "<i8", 0),
-        ("value", "<u8", 0),
-        ("in_end", "<i8", 0),
-        ("in_size", "<i4", MAX_RANK),
-        ("out_size", "<i4", MAX_RANK),
-        ("pad_lo", "<i4", MAX_RANK),
-        ("out_div", FAST_DIVMOD, MAX_RANK),
-        ("chunk_div", FAST_DIVMOD, 0),
-        ("period_div", FAST_DIVMOD, 0),
-        ("period_offset", "<i4", 0),
-        ("mode", "<i4", 0),
-        ("periodic", "<i4", 0),
-        ("inner_contiguous", "<i4", 0),
-        ("row_bytes", "<i4", 0),
-        ("chunks", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("padding.cu", "dml::PadParams")
 
 
 def collapse(

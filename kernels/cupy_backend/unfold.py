@@ -10,7 +10,6 @@ import numpy as np
 
 from ..geometry import Window
 from ._common import (
-    FAST_DIVMOD,
     Plan,
     chunks_per_row,
     fast_divmod,
@@ -24,30 +23,7 @@ from ._common import (
 
 __all__ = ["unfold"]
 
-MAX_DIMS = 6
-
-PARAMS = param_struct(
-    "unfold.cu",
-    "dml::UnfoldParams",
-    [
-        ("x_stride_n", "<i8", 0),
-        ("x_stride_c", "<i8", 0),
-        ("x_stride", "<i8", MAX_DIMS),
-        ("total_chunks", "<i8", 0),
-        ("size", "<i4", MAX_DIMS),
-        ("window_stride", "<i4", MAX_DIMS),
-        ("dilation", "<i4", MAX_DIMS),
-        ("pad_lo", "<i4", MAX_DIMS),
-        ("blocks", "<i4", MAX_DIMS),
-        ("block_div", FAST_DIVMOD, MAX_DIMS),
-        ("window_div", FAST_DIVMOD, MAX_DIMS),
-        ("chunk_div", FAST_DIVMOD, 0),
-        ("taps_div", FAST_DIVMOD, 0),
-        ("channel_div", FAST_DIVMOD, 0),
-        ("block_count", "<i4", 0),
-        ("unused", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
 
 
 @functools.lru_cache(maxsize=512)
