@@ -29,6 +29,7 @@ __all__ = [
     "Launch",
     "ParamStruct",
     "Plan",
+    "chunk_plan",
     "chunks_per_row",
     "fast_divmod",
     "fill_divisors",
@@ -36,7 +37,6 @@ __all__ = [
     "index_type",
     "launch",
     "param_struct",
-    "run",
     "sm_count",
 ]
 
@@ -193,12 +193,35 @@ class Plan(NamedTuple):
     launch: Launch | None
     params: np.ndarray
 
+    def run(self, x: Any, params: np.ndarray | None = None) -> Any:
+        """Allocate the output (C-contiguous, ``x``'s dtype) and launch; ``params`` replaces
+        the planned struct (a value known only at the call)."""
+        import cupy
 
-def run(plan: Plan, x: Any, params: np.ndarray | None = None) -> Any:
-    """Allocate the output of `plan` (C-contiguous, ``x``'s dtype) and launch it."""
-    import cupy
+        y = cupy.empty(self.out_shape, dtype=x.dtype)
+        if self.launch is not None:
+            self.launch(x, y, (self.params if params is None else params)[()])
+        return y
 
-    y = cupy.empty(plan.out_shape, dtype=x.dtype)
-    if plan.launch is not None:
-        plan.launch(x, y, (plan.params if params is None else params)[()])
-    return y
+
+def chunk_plan(
+    params: np.ndarray,
+    x_shape: Sequence[int],
+    x_strides: Sequence[int],
+    out_shape: tuple[int, ...],
+    width: int,
+    itemsize: int,
+    source: str,
+    name: str,
+    *template_args: object,
+) -> Plan:
+    """The `Plan` of a row-chunk kernel (common.cuh, row_chunk): one thread per 16-byte chunk
+    of each output row of ``width`` elements. Fills the struct's ``chunk_div`` and
+    ``total_chunks``; the index type (from the input's element strides and the counts) is the
+    last template argument."""
+    chunks = chunks_per_row(width, itemsize)
+    total = math.prod(out_shape) // width * chunks
+    params["chunk_div"] = fast_divmod(chunks)
+    params["total_chunks"] = total
+    idx = index_type(x_shape, x_strides, math.prod(out_shape), total)
+    return Plan(out_shape, launch(source, name, *template_args, idx, grid=grid_for(total)), params)

@@ -21,7 +21,6 @@ from ._common import (
     index_type,
     launch,
     param_struct,
-    run,
     sm_count,
 )
 
@@ -283,7 +282,7 @@ def _plan(
 
 def average_pooling_on(path: Path | None, x: Any, window: Window, include_padding: bool) -> Any:
     """`average_pooling` through the kernel `path` (None: the launcher's choice)."""
-    return run(_plan(x.shape, x.strides, x.dtype, window, bool(include_padding), path), x)
+    return _plan(x.shape, x.strides, x.dtype, window, bool(include_padding), path).run(x)
 
 
 def average_pooling(x: Any, window: Window, include_padding: bool) -> Any:

@@ -10,17 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..geometry import Window
-from ._common import (
-    Plan,
-    chunks_per_row,
-    fast_divmod,
-    fill_divisors,
-    grid_for,
-    index_type,
-    launch,
-    param_struct,
-    run,
-)
+from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
 
 __all__ = ["fold"]
 
@@ -55,9 +45,6 @@ def _plan(
     if math.prod(out_shape) == 0:
         return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
-    width = output_sizes[-1]
-    chunks = chunks_per_row(width, itemsize)
-    total = math.prod(out_shape) // width * chunks
 
     gcds = [math.gcd(s, d) for s, d in zip(strides, dilations, strict=True)]
     k_steps = [s // g for s, g in zip(strides, gcds, strict=True)]
@@ -66,7 +53,6 @@ def _plan(
 
     xs = [s // itemsize for s in byte_strides]
     p["col_stride_n"], p["col_stride_r"], p["col_stride_l"] = xs
-    p["total_chunks"] = total
     p["size"][:dims] = output_sizes
     p["window"][:dims] = window.sizes
     p["pad_lo"][:dims] = window.start_padding
@@ -81,13 +67,11 @@ def _plan(
     fill_divisors(p["stride_div"], strides)
     fill_divisors(p["gcd_div"], gcds)
     fill_divisors(p["k_step_div"], k_steps)
-    p["chunk_div"] = fast_divmod(chunks)
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
-
-    idx = index_type(shape, xs, math.prod(out_shape), total)
-    kernel = launch("fold.cu", "fold_chunks", dtype, dims, idx, grid=grid_for(total))
-    return Plan(out_shape, kernel, p)
+    return chunk_plan(
+        p, shape, xs, out_shape, output_sizes[-1], itemsize, "fold.cu", "fold_chunks", dtype, dims
+    )
 
 
 def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
@@ -96,4 +80,4 @@ def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
     Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
     fixed, so results are deterministic.
     """
-    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window), x)
+    return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window).run(x)

@@ -9,17 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..geometry import Window
-from ._common import (
-    Plan,
-    chunks_per_row,
-    fast_divmod,
-    fill_divisors,
-    grid_for,
-    index_type,
-    launch,
-    param_struct,
-    run,
-)
+from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
 
 __all__ = ["unfold"]
 
@@ -43,13 +33,10 @@ def _plan(
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
         return Plan(out_shape, None, p)
-    chunks = chunks_per_row(length, itemsize)
-    total = n * c * taps * chunks
 
     xs = [s // itemsize for s in byte_strides]
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
     p["x_stride"][:dims] = xs[2:]
-    p["total_chunks"] = total
     p["size"][:dims] = sizes
     p["window_stride"][:dims] = window.strides
     p["dilation"][:dims] = window.dilations
@@ -57,16 +44,14 @@ def _plan(
     p["blocks"][:dims] = blocks
     fill_divisors(p["block_div"], blocks)
     fill_divisors(p["window_div"], window.sizes)
-    p["chunk_div"] = fast_divmod(chunks)
     p["taps_div"] = fast_divmod(taps)
     p["channel_div"] = fast_divmod(c)
     p["block_count"] = length
-
-    idx = index_type(shape, xs, math.prod(out_shape), total)
-    kernel = launch("unfold.cu", "unfold_chunks", itemsize, dims, idx, grid=grid_for(total))
-    return Plan(out_shape, kernel, p)
+    return chunk_plan(
+        p, shape, xs, out_shape, length, itemsize, "unfold.cu", "unfold_chunks", itemsize, dims
+    )
 
 
 def unfold(x: Any, window: Window) -> Any:
     """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
-    return run(_plan(x.shape, x.strides, x.dtype.itemsize, window), x)
+    return _plan(x.shape, x.strides, x.dtype.itemsize, window).run(x)
