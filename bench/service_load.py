@@ -131,6 +131,8 @@ def dmlserve_cmd(port: int, backend: str) -> list[str]:
         HOST,
         "--port",
         str(port),
+        "--grpc-port",
+        "0",
         "--backend",
         backend,
         "--max-request-bytes",

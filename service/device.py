@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
 from dmlserve.kernels.wire import HostTensor, as_tensor_view
@@ -40,9 +41,14 @@ class Device:
         return self.name == "numpy"
 
     def run(self, work: Work) -> np.ndarray:
-        """Execute a bound operator on its host tensors; the output comes back on the host."""
-        if self.name == "cupy":
-            return self._run_cupy(work)
+        """Execute a bound operator on its host tensors; the output comes back on the host
+        (with a `work.sink`, it goes there and a zero-stride placeholder comes back)."""
+        with work.pin:
+            if self.name == "cupy":
+                return self._run_cupy(work)
+            return self._run_numpy(work)
+
+    def _run_numpy(self, work: Work) -> np.ndarray:
         t0 = time.perf_counter()
         views = {name: t.view() for name, t in work.inputs.items()}
         # The operator was resolved against exactly these tensors: run it without resolving again.
@@ -103,8 +109,15 @@ class Device:
                 del staged
                 t1 = time.perf_counter()
                 out = run_resolved(work.operator, device_inputs, backend_module("cupy"))
+                if work.sink is not None:
+                    # The launchers allocate their output: copy it device to device.
+                    work.sink.write(out)
                 stream.synchronize()
                 t2 = time.perf_counter()
+                if work.sink is not None:
+                    work.timings.compute = t2 - t1
+                    work.timings.transfer = t1 - t0
+                    return np.broadcast_to(np.zeros((), out.dtype), out.shape)
                 host = _to_host(out, stream)
                 t3 = time.perf_counter()
         work.timings.transfer = (t1 - t0) + (t3 - t2)
@@ -120,11 +133,16 @@ def release_device_memory() -> None:
     cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
-def _to_device(t: HostTensor, stream: Any) -> tuple[Any, np.ndarray]:
-    """Host buffer -> pinned staging -> device buffer (async on `stream`): (view, staging)."""
+def _to_device(t: HostTensor, stream: Any) -> tuple[Any, np.ndarray | None]:
+    """Host buffer -> pinned staging -> device buffer (async on `stream`): (view, staging).
+
+    A buffer already on the device (CUDA shared memory) is used where it is.
+    """
     import cupy
 
     flat = t.buffer
+    if is_cupy_array(flat):
+        return as_tensor_view(flat, t.sizes, t.strides), None
     pinned_mem = cupy.cuda.alloc_pinned_memory(max(flat.nbytes, 1))
     staging = np.frombuffer(pinned_mem, flat.dtype, flat.size)
     staging[...] = flat

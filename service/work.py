@@ -8,7 +8,9 @@ request's computation travels here, not in the transport's request object.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +35,11 @@ class Work:
     inputs: Mapping[str, HostTensor]
     model: str = ""  # the registered name, "" for an operator given inline
     timings: Timings = field(default_factory=Timings)
+    # CUDA shared memory: the inputs' buffers may be the client's device memory (CuPy arrays),
+    # `sink` takes the output on the device, and `pin` keeps that memory registered while the
+    # device runs (even past the request's time limit).
+    sink: Any = None
+    pin: AbstractContextManager[Any] = field(default_factory=nullcontext)
 
     @property
     def label(self) -> str:
