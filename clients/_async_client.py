@@ -85,15 +85,22 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
     # ---- registry ------------------------------------------------------------------------
 
     async def register(
-        self, operator: OperatorLike, name: str | None = None
+        self,
+        operator: OperatorLike,
+        name: str | None = None,
+        *,
+        constants: Mapping[str, ArrayLike] | None = None,
+        batching: Mapping[str, Any] | None = None,
     ) -> AsyncRegisteredOperator:
         """Register (validate, resolve, compile once) an operator; returns its handle.
 
-        Registering the same descriptor again returns the same name.
+        `constants` binds inputs at registration (e.g. `{"FilterTensor": w}`): they are kept
+        by the service and left out of every `execute`. `batching` (`max_batch_size`,
+        `max_queue_delay_us`, optional `preferred_batch_sizes`) turns on dynamic batching.
+        Registering the same operator and constants again returns the same name.
         """
-        registered, resolved = await self._request(
-            self._register_request(operator, name), self._parse_registration
-        )
+        spec = self._register_request(operator, name, constants, batching)
+        registered, resolved = await self._request(spec, self._parse_registration)
         return AsyncRegisteredOperator(self, registered, resolved)
 
     async def get_operator(self, name: str) -> AsyncRegisteredOperator:

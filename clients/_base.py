@@ -154,19 +154,26 @@ class BaseClient(Generic[_HttpT]):
         encoding: Encoding | None,
     ) -> RequestSpec:
         encoding = encoding or self.encoding
-        tensors: dict[str, Any] = {}
-        buffers = []
-        for name, value in inputs.items():
-            tensors[name], buffer = encode_tensor(value, encoding)
-            if buffer is not None:
-                buffers.append(buffer)
         payload: dict[str, Any] = {}
         if operator is not None:
             payload["operator"] = operator_json(operator)
-        payload["inputs"] = tensors
+        payload["inputs"], buffers = self._tensors(inputs, encoding)
         payload["output_encoding"] = "binary" if encoding == "binary" else "b64"
         content, headers = encode_body(payload, buffers, encoding)
         return RequestSpec("POST", path, content, headers)
+
+    @staticmethod
+    def _tensors(
+        arrays: Mapping[str, ArrayLike], encoding: Encoding
+    ) -> tuple[dict[str, Any], list[memoryview]]:
+        """Wire tensors by name, and the binary bytes that follow the JSON, in its order."""
+        tensors: dict[str, Any] = {}
+        buffers = []
+        for name, value in arrays.items():
+            tensors[name], buffer = encode_tensor(value, encoding)
+            if buffer is not None:
+                buffers.append(buffer)
+        return tensors, buffers
 
     def _json_request(self, method: str, path: str, payload: Mapping[str, Any]) -> RequestSpec:
         content, headers = encode_body(payload, [], "json")
@@ -176,11 +183,23 @@ class BaseClient(Generic[_HttpT]):
     def _operator_path(name: str, suffix: str = "") -> str:
         return f"v1/operators/{quote(name, safe='')}{suffix}"
 
-    def _register_request(self, operator: OperatorLike, name: str | None) -> RequestSpec:
+    def _register_request(
+        self,
+        operator: OperatorLike,
+        name: str | None,
+        constants: Mapping[str, ArrayLike] | None = None,
+        batching: Mapping[str, Any] | None = None,
+    ) -> RequestSpec:
         payload: dict[str, Any] = {"operator": operator_json(operator)}
         if name is not None:
             payload["name"] = name
-        return self._json_request("POST", "v1/operators", payload)
+        buffers: list[memoryview] = []
+        if constants:
+            payload["constants"], buffers = self._tensors(constants, self.encoding)
+        if batching is not None:
+            payload["batching"] = dict(batching)
+        content, headers = encode_body(payload, buffers, self.encoding if buffers else "json")
+        return RequestSpec("POST", "v1/operators", content, headers)
 
     # ---- responses -----------------------------------------------------------------------
 

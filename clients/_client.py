@@ -84,14 +84,23 @@ class Client(OperatorMethods, BaseClient[httpx.Client]):
 
     # ---- registry ------------------------------------------------------------------------
 
-    def register(self, operator: OperatorLike, name: str | None = None) -> RegisteredOperator:
+    def register(
+        self,
+        operator: OperatorLike,
+        name: str | None = None,
+        *,
+        constants: Mapping[str, ArrayLike] | None = None,
+        batching: Mapping[str, Any] | None = None,
+    ) -> RegisteredOperator:
         """Register (validate, resolve, compile once) an operator; returns its handle.
 
-        Registering the same descriptor again returns the same name.
+        `constants` binds inputs at registration (e.g. `{"FilterTensor": w}`): they are kept
+        by the service and left out of every `execute`. `batching` (`max_batch_size`,
+        `max_queue_delay_us`, optional `preferred_batch_sizes`) turns on dynamic batching.
+        Registering the same operator and constants again returns the same name.
         """
-        registered, resolved = self._request(
-            self._register_request(operator, name), self._parse_registration
-        )
+        spec = self._register_request(operator, name, constants, batching)
+        registered, resolved = self._request(spec, self._parse_registration)
         return RegisteredOperator(self, registered, resolved)
 
     def get_operator(self, name: str) -> RegisteredOperator:

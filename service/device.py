@@ -2,7 +2,8 @@
 
 `Device.run` takes a bound `Work` whose tensors are on the host and returns the output on the
 host; on the GPU it stages the inputs through pinned memory on the worker thread's own stream,
-runs the kernels and copies the output back. Out of device (or pinned) memory is a 503 after the
+runs the kernels and copies the output back. A registration's constant inputs stay on the device
+(`resident`) and are read where they are. Out of device (or pinned) memory is a 503 after the
 request's device memory is handed back to the pool; the server keeps serving.
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -21,6 +23,9 @@ from dmlserve.kernels.execute import run as run_resolved
 from dmlserve.kernels.wire import HostTensor, as_tensor_view
 from dmlserve.service.errors import UnavailableError
 from dmlserve.service.work import Work
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (e.g. pinned host memory)
 
@@ -56,6 +61,24 @@ class Device:
         work.timings.compute = time.perf_counter() - t0
         return np.asarray(out)
 
+    def resident(self, tensor: HostTensor) -> HostTensor:
+        """A tensor kept for as long as a registration lives (a constant input): on the GPU a
+        device copy the kernels read where it is, on the host a copy of its own (the request
+        body it came in is not held)."""
+        if self.name == "cupy":
+            return self._guarded(self._to_resident, tensor)
+        buffer = np.array(tensor.buffer)
+        buffer.setflags(write=False)
+        return replace(tensor, buffer=buffer)
+
+    def pci_bus_id(self) -> str | None:
+        """The GPU's PCI bus id (how NVML finds it whatever CUDA_VISIBLE_DEVICES says)."""
+        if self.name != "cupy":
+            return None
+        import cupy
+
+        return str(cupy.cuda.Device(self.ordinal).pci_bus_id)
+
     def memory_in_use(self) -> int | None:
         """Bytes held by CuPy's device memory pool (None on NumPy)."""
         if self.name != "cupy":
@@ -78,10 +101,14 @@ class Device:
         return stream
 
     def _run_cupy(self, work: Work) -> np.ndarray:
+        return self._guarded(self._cupy_pipeline, work)
+
+    def _guarded(self, fn: Callable[[T], R], arg: T) -> R:
+        """`fn(arg)` on the GPU, out of memory turned into a 503 once the memory is back."""
         import cupy
 
         try:
-            return self._cupy_pipeline(work)
+            return fn(arg)
         except cupy.cuda.memory.OutOfMemoryError:
             pass
         except cupy.cuda.runtime.CUDARuntimeError as exc:
@@ -94,6 +121,17 @@ class Device:
             "the GPU is out of memory for this request; retry later or send less",
             self.retry_after_s,
         )
+
+    def _to_resident(self, tensor: HostTensor) -> HostTensor:
+        import cupy
+
+        with cupy.cuda.Device(self.ordinal):
+            stream = self._stream()
+            with stream:
+                buffer = cupy.asarray(tensor.buffer)
+            # The copy is asynchronous: done before any other stream reads the buffer.
+            stream.synchronize()
+        return replace(tensor, buffer=buffer)
 
     def _cupy_pipeline(self, work: Work) -> np.ndarray:
         import cupy
@@ -121,6 +159,7 @@ class Device:
                 host = _to_host(out, stream)
                 t3 = time.perf_counter()
         work.timings.transfer = (t1 - t0) + (t3 - t2)
+        work.timings.transfer_out = t3 - t2
         work.timings.compute = t2 - t1
         return host
 
@@ -136,7 +175,7 @@ def release_device_memory() -> None:
 def _to_device(t: HostTensor, stream: Any) -> tuple[Any, np.ndarray | None]:
     """Host buffer -> pinned staging -> device buffer (async on `stream`): (view, staging).
 
-    A buffer already on the device (CUDA shared memory) is used where it is.
+    A buffer already on the device (CUDA shared memory, a constant input) is used where it is.
     """
     import cupy
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dmlserve.kernels.directml import MAX_TENSOR_RANK
 from dmlserve.kernels.dtypes import DataType
@@ -57,16 +57,67 @@ class ExecuteResponse(BaseModel):
     backend: Literal["cupy", "numpy"]
 
 
+#: Bounds of `batching`: Triton's ModelConfig holds max_batch_size in an int32, and a request
+#: never waits longer than this for a batch to fill.
+MAX_BATCH_SIZE = (1 << 31) - 1
+MAX_QUEUE_DELAY_US = 1_000_000
+MAX_PREFERRED_BATCH_SIZES = 32
+
+
+class Batching(_Strict):
+    """Dynamic batching of a model whose inputs and output have a variable (-1) batch."""
+
+    max_batch_size: int = Field(ge=1, le=MAX_BATCH_SIZE, description="largest batch executed")
+    max_queue_delay_us: int = Field(
+        ge=0, le=MAX_QUEUE_DELAY_US, description="longest a request waits for a batch to fill"
+    )
+    preferred_batch_sizes: list[int] | None = Field(
+        None,
+        max_length=MAX_PREFERRED_BATCH_SIZES,
+        description="batch sizes to form when possible, each at most max_batch_size",
+    )
+
+    @model_validator(mode="after")
+    def _check_preferred(self) -> Batching:
+        for size in self.preferred_batch_sizes or ():
+            if not 1 <= size <= self.max_batch_size:
+                raise ValueError(
+                    f"preferred_batch_sizes: {size} is not in [1, max_batch_size = "
+                    f"{self.max_batch_size}]"
+                )
+        return self
+
+
 class RegisterRequest(_Strict):
     name: str | None = Field(None, description="optional; generated from the descriptor if absent")
     operator: dict[str, Any] = Field(
         description="operator descriptor; Sizes[0] may be -1 for a variable batch"
     )
+    constants: dict[str, WireTensor] | None = Field(
+        None,
+        description="input tensors bound at registration (e.g. FilterTensor), left out of every "
+        "execute",
+    )
+    batching: Batching | None = Field(
+        None, description="dynamic batching; needs a -1 batch on every input sent and the output"
+    )
+
+
+class ConstantDescriptor(BaseModel):
+    data_type: str = Field(alias="DataType")
+    sizes: list[int] = Field(alias="Sizes")
 
 
 class RegisteredResponse(BaseModel):
     name: str
     operator: dict[str, Any]
+    constants: dict[str, ConstantDescriptor] | None = Field(
+        None, description="the constant inputs' descriptors (their values are not echoed)"
+    )
+    batching: Batching | None = None
+    source: Literal["runtime", "repository"] = Field(
+        "runtime", description="a runtime registration, or a model of the model repository"
+    )
 
 
 class OperatorList(BaseModel):
@@ -180,3 +231,58 @@ class CudaSharedMemoryStatus(BaseModel):
     name: str
     device_id: int
     byte_size: int
+
+
+# --- Triton's extensions: model repository, statistics ----------------------------------------
+
+
+class RepositoryIndexRequest(_Open):
+    ready: bool = Field(False, description="only the models ready for inference")
+
+
+class RepositoryIndexEntry(BaseModel):
+    name: str
+    version: str | None = None
+    state: Literal["READY", "UNAVAILABLE"]
+    reason: str = ""
+
+
+class RepositoryModelRequest(_Open):
+    parameters: dict[str, Any] | None = None
+
+
+class DurationStat(BaseModel):
+    count: int
+    ns: int
+
+
+class InferenceStats(BaseModel):
+    success: DurationStat
+    fail: DurationStat
+    queue: DurationStat
+    compute_input: DurationStat
+    compute_infer: DurationStat
+    compute_output: DurationStat
+    cache_hit: DurationStat
+    cache_miss: DurationStat
+
+
+class BatchStat(BaseModel):
+    batch_size: int
+    compute_input: DurationStat
+    compute_infer: DurationStat
+    compute_output: DurationStat
+
+
+class ModelStat(BaseModel):
+    name: str
+    version: str
+    last_inference: int = Field(description="milliseconds since the epoch; 0 before any")
+    inference_count: int = Field(description="successful inferences; a batch of N counts N")
+    execution_count: int = Field(description="executions; a dynamic batch counts once")
+    inference_stats: InferenceStats
+    batch_stats: list[BatchStat]
+
+
+class ModelStatsResponse(BaseModel):
+    model_stats: list[ModelStat]

@@ -23,8 +23,21 @@ class Timings:
     """Seconds spent in each stage of one request."""
 
     queue: float = 0.0
-    transfer: float = 0.0
+    transfer: float = 0.0  # host<->device, both ways
     compute: float = 0.0
+    transfer_out: float = 0.0  # the device->host part of `transfer`
+    decode: float = 0.0  # the request's tensors decoded and bound
+    encode: float = 0.0  # the response encoded
+
+    @property
+    def compute_input(self) -> float:
+        """Triton's compute_input: the inputs decoded and copied to the device."""
+        return self.decode + self.transfer - self.transfer_out
+
+    @property
+    def compute_output(self) -> float:
+        """Triton's compute_output: the output copied from the device and encoded."""
+        return self.transfer_out + self.encode
 
 
 @dataclass
@@ -40,6 +53,11 @@ class Work:
     # device runs (even past the request's time limit).
     sink: Any = None
     pin: AbstractContextManager[Any] = field(default_factory=nullcontext)
+    # What this request accounts for in the statistics: alone it is one execution of its own
+    # batch; of the requests a dynamic batch runs together, one counts the execution (with the
+    # batch's size) and the others 0, so that a batch counts once.
+    executions: int = 1
+    execution_batch: int = 0  # the batch size executed (0: this request's own)
 
     @property
     def label(self) -> str:
