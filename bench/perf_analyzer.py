@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from service_load import REPO, free_port, server
-from service_report import machine
+from service_report import header, machine
 
 PERF_ANALYZER = REPO / "tests" / "tools" / "perf-analyzer"
 MODELS = ("pool", "unfold", "fold", "conv")
@@ -66,15 +66,8 @@ def run_perf_analyzer(port: int, model: str, args: argparse.Namespace) -> dict[s
 
 
 def report(res: dict[str, Any]) -> str:
-    m = res["machine"]
     out = [
-        "# perf_analyzer against dmlserve",
-        "",
-        f"- machine: {m['cpu']}" + (f"; GPU {m['gpu']}" if "gpu" in m else ""),
-        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}, "
-        f"perf_analyzer {res['perf_analyzer']}",
-        f"- date: {res['date']}",
-        f"- command: `{res['command']}`",
+        *header("perf_analyzer against dmlserve", res, f", perf_analyzer {res['perf_analyzer']}"),
         f"- each model: `perf_analyzer -m MODEL -i http -b {res['batch']} --concurrency-range "
         f"{res['concurrency']} --measurement-interval {res['interval']} --stability-percentage "
         f"{res['stability']}` (time windows; perf_analyzer's defaults otherwise)",

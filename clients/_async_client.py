@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -10,7 +10,6 @@ import anyio
 import httpx
 
 from ._base import BaseClient, OperatorLike, RequestSpec
-from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ._framing import Encoding, NDArray
 from ._helpers import ArrayLike, AsyncOperatorMethods
 
@@ -26,29 +25,11 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
     transport); the client closes only an httpx client it created itself.
     """
 
-    def __init__(
-        self,
-        base_url: str | httpx.URL,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        http_client: httpx.AsyncClient | None = None,
-        *,
-        encoding: Encoding = "binary",
-        default_headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            encoding=encoding,
-            default_headers=default_headers,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=timeout)
-        #: How a retry waits its delay (replaced by tests that drive the time themselves).
-        self._sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    #: How a retry waits its delay (tests replace it to drive the time themselves).
+    _sleep = staticmethod(anyio.sleep)
+
+    def _new_http(self, timeout: float | httpx.Timeout | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -75,19 +56,16 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
         attempt = 0
         while True:
             request = self._build_request(spec, request_id)
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.send(request)
+                outcome = await self._http.send(request)
             except httpx.TransportError as err:
-                if not self._should_retry_error(spec, err, attempt):
-                    raise self._transport_error(err, request) from err
-                delay = self._retry_delay(attempt, None)
-                self._log_retry(request, delay, type(err).__name__)
-            else:
-                if not self._should_retry_response(spec, response, attempt):
-                    return self._process_response(spec, response, parse)
-                delay = self._retry_delay(attempt, response)
-                self._log_retry(request, delay, str(response.status_code))
-                await response.aclose()
+                outcome = err
+            delay = self._next_delay(spec, request, outcome, attempt)
+            if delay is None:
+                return self._outcome(spec, request, outcome, parse)
+            if isinstance(outcome, httpx.Response):
+                await outcome.aclose()
             await self._sleep(delay)
             attempt += 1
 

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.service.conftest import REPO, ServerProcess, wait_until
+from tests.servers import REPO, ServerProcess
+from tests.service.conftest import wait_until
 
 WAIT_S = 30.0  # the most any test waits for the server to act
 

@@ -7,7 +7,8 @@ import socket
 
 import httpx
 
-from tests.service.conftest import ServerProcess, ThreadServer
+from tests.servers import ServerProcess
+from tests.service.conftest import ThreadServer
 
 PAD = {
     "type": "PADDING",

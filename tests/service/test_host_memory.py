@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.service.conftest import ServerProcess, app_client
+from tests.servers import ServerProcess
+from tests.service.conftest import app_client
 from tests.service.helpers import PADDING_OP, execute_request, read_outputs
 
 MIB = 1 << 20

@@ -15,7 +15,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from tests.backend import TEST_BACKEND
-from tests.service.conftest import REPO, ServerProcess
+from tests.servers import REPO, ServerProcess
 from tests.service.models import (
     BATCHING,
     POOL,

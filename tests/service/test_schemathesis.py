@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.service.conftest import ServerProcess
+from tests.servers import ServerProcess
 
 CASES = int(os.environ.get("DMLSERVE_SCHEMATHESIS_CASES", "2000"))
 CHECKS = [

@@ -14,7 +14,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.conftest import REPO, ServerProcess, ThreadServer, wait_until
+from tests.servers import REPO, ServerProcess
+from tests.service.conftest import ThreadServer, wait_until
 from tests.service.helpers import PADDING_OP, execute_request
 
 

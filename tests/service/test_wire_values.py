@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from dmlserve.service.responses import ARRAY_PIECE
-from tests.service.conftest import ServerProcess, app_client
+from tests.servers import ServerProcess
+from tests.service.conftest import app_client
 from tests.service.helpers import execute_request, read_outputs
 
 COPY = {"type": "PADDING", "StartPadding": [0], "EndPadding": [0]}
