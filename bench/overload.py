@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,10 +28,8 @@ from pathlib import Path
 
 import numpy as np
 from service_http import Connection, build_request, check_loopback, closed_loop
-from service_report import machine
-
-REPO = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"
+from service_report import header, machine
+from soak import HOST, REPO, start_dmlserve
 
 
 def body() -> bytes:
@@ -65,33 +62,10 @@ async def polite(port: int, head: bytes, payload: bytes, connections: int, secon
     return statuses.get(200, 0) / seconds, statuses
 
 
-def serve(src: Path, port: int, backend: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    cmd = [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", backend,
-           "--host", HOST, "--port", str(port), "--max-concurrency", "1", "--max-queue", "1",
-           "--log-level", "warning"]  # fmt: skip
-    server = subprocess.Popen(cmd, cwd=src.parent, env=env, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with socket.create_connection((HOST, port), timeout=1) as s:
-                s.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
-                if s.recv(64).startswith(b"HTTP/1.1 200"):
-                    return server
-        except OSError:
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            raise SystemExit("the server did not become ready")
-        time.sleep(0.2)
-
-
 def measure(src: Path, backend: str, seconds: float, connections: int) -> list[list[str]]:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port = int(s.getsockname()[1])
+    server, port = start_dmlserve(backend, ["--max-concurrency", "1", "--max-queue", "1"], src)
     payload = body()
     head = build_request(HOST, port, "/v1/execute", payload, {"Content-Type": "application/json"})
-    server = serve(src, port, backend)
     rows = []
     try:
         base = None
@@ -147,14 +121,10 @@ def main() -> None:
             for name, src in servers.items()
         }
     load_end = os.getloadavg()[0]
-    m = machine()
+    stamp = {"machine": machine(), "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
+    command = f"python {shlex.join(['bench/overload.py', *sys.argv[1:]])}"
     lines = [
-        "# dmlserve under overload",
-        "",
-        f"- machine: {m['cpu']}" + (f"; GPU {m['gpu']}" if "gpu" in m else ""),
-        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}",
-        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"- command: `python {shlex.join(['bench/overload.py', *sys.argv[1:]])}`",
+        *header("dmlserve under overload", {**stamp, "command": command}),
         f"- server: `dmlserve serve --backend {args.backend} --max-concurrency 1 --max-queue 1`; "
         f"request: {len(body())} bytes of JSON, AVERAGE_POOLING 9x9 over 1x1x96x96 FLOAT32; "
         "clients (Python asyncio) and server share the cores",

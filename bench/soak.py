@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from service_http import Connection, build_request, check_loopback, percentile
-from service_report import machine
+from service_report import header, machine
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -102,10 +102,30 @@ CYCLE = ["valid", "b64", "valid", "bad-json", "valid", "rule", "valid", "value",
          "oversized", "valid", "b64", "valid", "registry"]  # fmt: skip
 
 
-def free_port() -> int:
+def start_dmlserve(
+    backend: str, flags: list[str], src: Path = REPO / "src"
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`dmlserve serve` (from the sources under `src`) on a free loopback port, once ready."""
     with socket.socket() as s:
         s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    cmd = [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", backend,
+           "--host", HOST, "--port", str(port), "--log-level", "warning", *flags]  # fmt: skip
+    server = subprocess.Popen(cmd, cwd=src.parent, env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with socket.create_connection((HOST, port), timeout=1) as conn:
+                conn.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+                if conn.recv(64).startswith(b"HTTP/1.1 200"):
+                    return server, port
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            raise SystemExit("the server did not become ready")
+        time.sleep(0.2)
 
 
 def rss_mib(pid: int) -> float:
@@ -173,20 +193,15 @@ async def soak(port: int, pid: int, requests: int, connections: int) -> dict[str
 
 
 def report(res: dict[str, object], command: str, backend: str, load: tuple[float, float]) -> str:
-    m = machine()
     rss = res["rss_mib"]
     assert isinstance(rss, dict)
     statuses = res["statuses"]
     assert isinstance(statuses, dict)
     by_kind = res["by_kind"]
     assert isinstance(by_kind, dict)
+    stamp = {"machine": machine(), "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
     lines = [
-        "# dmlserve soak",
-        "",
-        f"- machine: {m['cpu']}" + (f"; GPU {m['gpu']}" if "gpu" in m else ""),
-        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}",
-        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"- command: `{command}`",
+        *header("dmlserve soak", {**stamp, "command": command}),
         f"- server: `dmlserve serve --backend {backend} --max-request-bytes {LIMIT}`, client "
         "and server on the same cores (the client is lean asyncio streams, bench/service_http.py)",
         f"- 1-minute load average at start / end: {load[0]:.1f} / {load[1]:.1f}",
@@ -224,29 +239,9 @@ def main() -> None:
     parser.add_argument("--output", type=Path, help="write the markdown report here too")
     args = parser.parse_args()
     check_loopback(HOST)
-    port = free_port()
-    src = str(REPO / "src")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])),
-    }
-    cmd = [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", args.backend,
-           "--host", HOST, "--port", str(port), "--max-request-bytes", str(LIMIT),
-           "--max-connections", str(args.connections + 16), "--log-level", "warning"]  # fmt: skip
-    server = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.DEVNULL)
+    flags = ["--max-request-bytes", str(LIMIT), "--max-connections", str(args.connections + 16)]
+    server, port = start_dmlserve(args.backend, flags)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with socket.create_connection((HOST, port), timeout=1) as s:
-                    s.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
-                    if s.recv(64).startswith(b"HTTP/1.1 200"):
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not become ready")
-            time.sleep(0.2)
         load_start = os.getloadavg()[0]
         res = asyncio.run(soak(port, server.pid, args.requests, args.connections))
         load_end = os.getloadavg()[0]
