@@ -28,7 +28,7 @@ from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
 from dmlserve.kernels.wire import HostTensor, as_tensor_view
-from dmlserve.service.errors import GatewayTimeoutError, UnavailableError
+from dmlserve.service.errors import GatewayTimeoutError, UnavailableError, host_out_of_memory
 from dmlserve.service.work import Work
 
 T = TypeVar("T")
@@ -74,10 +74,7 @@ class Device:
         except cpu.Cancelled:
             raise GatewayTimeoutError.after(work.time_limit_s) from None
         except MemoryError:  # HostMemoryError, or any allocation around the operator
-            raise UnavailableError(
-                "the host is out of memory for this request; retry later or send less",
-                self.retry_after_s,
-            ) from None
+            raise host_out_of_memory(self.retry_after_s) from None
         work.timings.compute = time.perf_counter() - t0
         return np.asarray(out)
 

@@ -128,6 +128,13 @@ class UnavailableError(ServiceError):
         super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
 
 
+def host_out_of_memory(retry_after_s: int) -> UnavailableError:
+    """The answer to a host allocation that failed: retryable, like the GPU's."""
+    return UnavailableError(
+        "the host is out of memory for this request; retry later or send less", retry_after_s
+    )
+
+
 class GatewayTimeoutError(ServiceError):
     status, code, title, retryable = 504, "timeout", "Gateway Timeout", True
 

@@ -29,7 +29,12 @@ from dmlserve.kernels.errors import Loc
 from dmlserve.kernels.wire import Encoding, HostTensor, text_bytes
 from dmlserve.service.concurrency import offload
 from dmlserve.service.cost import is_tiny
-from dmlserve.service.errors import KERNEL_ERRORS, PayloadTooLargeError, from_kernels
+from dmlserve.service.errors import (
+    KERNEL_ERRORS,
+    PayloadTooLargeError,
+    from_kernels,
+    host_out_of_memory,
+)
 from dmlserve.service.metrics import Observation
 from dmlserve.service.work import Outcome, Work
 
@@ -122,6 +127,8 @@ async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
             work.timings.encode = time.perf_counter() - t1
         except KERNEL_ERRORS as exc:
             raise from_kernels(exc) from None
+        except MemoryError:  # decoding or encoding a large tensor: 503, as in the compute
+            raise host_out_of_memory(state.settings.retry_after_s) from None
         obs.finished(outcome, nbytes)
         return response
 
