@@ -35,6 +35,11 @@ def resolve(
     errors.raise_if_any()
 
     update: dict[str, Any] = {attr_name(k): v for k, v in inputs.items()}
+    out, x = op.output_tensor, inputs.get("InputTensor")
+    if out is not None and out.has_wildcard_batch and x is not None and not x.has_wildcard_batch:
+        # A registered operator bound to tensors: its output takes the input's batch (FOLD
+        # gives its output's sizes, which the rules compare with the input's).
+        update["output_tensor"] = out.model_copy(update={"sizes": (x.sizes[0], *out.sizes[1:])})
     dims = _dimension_count(op, inputs, errors)
     errors.raise_if_any()
     update["dimension_count"] = dims

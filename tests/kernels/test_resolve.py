@@ -63,6 +63,26 @@ def test_variable_batch_only_when_registering_then_bound_at_execution() -> None:
         assert out.shape == (batch, 4, 3)
 
 
+def test_a_variable_batch_output_takes_the_input_batch_when_bound() -> None:
+    # FOLD names its output's sizes; the rules compare that batch with the input's.
+    op = {
+        "type": "FOLD",
+        "WindowSizes": [2],
+        "InputTensor": {"DataType": "INT16", "Sizes": [-1, 4, 3]},
+        "OutputTensor": {"DataType": "INT16", "Sizes": [-1, 2, 4]},
+    }
+    registered = resolve(op, allow_batch_wildcard=True)
+    assert registered.output_tensor.sizes == (-1, 2, 4)
+    for batch in (1, 3):
+        x = np.arange(batch * 12, dtype=np.int16).reshape(batch, 4, 3)
+        out = kernels.execute(registered, {"InputTensor": x})["OutputTensor"]
+        assert out.shape == (batch, 2, 4)
+        fixed = {"type": "FOLD", "WindowSizes": [2],
+                 "OutputTensor": {"DataType": "INT16", "Sizes": [batch, 2, 4]}}  # fmt: skip
+        once = kernels.execute(fixed, {"InputTensor": x})["OutputTensor"]
+        np.testing.assert_array_equal(out, once, strict=True)
+
+
 def test_filter_cannot_have_variable_batch() -> None:
     tensors = {"InputTensor": desc("INT8", 1, 1, 3, 3)}
     op = {
