@@ -102,14 +102,22 @@ class ComputeLimiter:
         on_dequeue()
         return True
 
-    async def _queue(self, token: object, timings: Timings, on_dequeue: Callable[[], None]) -> None:
-        """Wait for a slot, or 429 at once when the queue is full."""
+    def refuse_if_full(self) -> None:
+        """429 when no slot is free and `max_queue` requests already wait (batchers' included)."""
         if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
             raise QueueFullError(
                 f"{self.waiting} requests are already waiting for a compute slot "
                 f"(max_queue = {self.max_queue})",
                 self.retry_after_s,
             )
+
+    async def _queue(self, token: object, timings: Timings, on_dequeue: Callable[[], None]) -> None:
+        """Wait for a slot, or 429 at once when the queue is full."""
+        try:
+            self.refuse_if_full()
+        except QueueFullError:
+            on_dequeue()  # refused: it never waited
+            raise
         start = time.perf_counter()
         self.waiting += 1
         try:
@@ -118,6 +126,26 @@ class ComputeLimiter:
             self.waiting -= 1
             on_dequeue()
         timings.queue = time.perf_counter() - start
+
+    # --- for a batcher: it queues its requests itself, then runs each batch under one slot ---
+
+    async def acquire(self, token: object) -> None:
+        """Wait for a slot without a place in the queue (a batch, whose requests are counted in
+        `waiting` by their batcher)."""
+        await self._slots.acquire_on_behalf_of(token)
+
+    def release(self, token: object) -> None:
+        self._slots.release_on_behalf_of(token)
+
+    async def run_acquired(self, fn: Callable[[], T], token: object, *, inline: bool) -> T:
+        """Run `fn` under the slot `token` holds, on the event loop or in a worker thread; the
+        slot is freed when `fn` ends (by the worker if this call is cancelled meanwhile)."""
+        if not inline:
+            return await self._in_thread(fn, token)
+        try:
+            return fn()
+        finally:
+            self._slots.release_on_behalf_of(token)
 
     async def _in_thread(self, fn: Callable[[], T], token: object) -> T:
         claim = _Claim()
