@@ -1,9 +1,10 @@
 """The compute device: NumPy on the host, or a CUDA GPU through CuPy (streams, copies, OOM).
 
 `Device.run` takes a bound `Work` whose tensors are on the host and returns the output on the
-host; on the GPU it stages the inputs through pinned memory on the worker thread's own stream,
-runs the kernels and copies the output back. Out of device (or pinned) memory is a 503 after the
-request's device memory is handed back to the pool; the server keeps serving.
+host; on the GPU each worker thread stages the inputs through its own pinned buffers and stream,
+runs the kernels and copies the output back with one synchronisation (`staging`). Out of device
+(or pinned) memory is a 503 after the request's device memory is handed back to the pool; the
+server keeps serving.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
-from dmlserve.kernels.wire import HostTensor, as_tensor_view
 from dmlserve.service.errors import UnavailableError
+from dmlserve.service.staging import Staging
 from dmlserve.service.work import Work
 
 _CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (e.g. pinned host memory)
@@ -35,13 +36,18 @@ class Device:
 
     @property
     def runs_on_host(self) -> bool:
-        """NumPy work may run on the event loop; CuPy work always runs in a worker thread,
-        where each worker owns a CUDA stream."""
+        """NumPy work may run on the event loop; CuPy work runs in a worker thread, where each
+        worker owns a CUDA stream (tiny work the host computes exactly may stay on the loop:
+        `cost.host_exact`)."""
         return self.name == "numpy"
 
-    def run(self, work: Work) -> np.ndarray:
-        """Execute a bound operator on its host tensors; the output comes back on the host."""
-        if self.name == "cupy":
+    def run(self, work: Work, *, on_host: bool = False) -> np.ndarray:
+        """Execute a bound operator on its host tensors; the output comes back on the host.
+
+        `on_host` computes on the host whatever the backend (`cost.host_exact` says where that
+        gives the device's answer).
+        """
+        if self.name == "cupy" and not on_host:
             return self._run_cupy(work)
         t0 = time.perf_counter()
         views = {name: t.view() for name, t in work.inputs.items()}
@@ -60,22 +66,20 @@ class Device:
 
     # --- CuPy -----------------------------------------------------------------------------
 
-    def _stream(self) -> Any:
-        import cupy
-
-        stream = getattr(self._local, "stream", None)
-        if stream is None:
-            # One non-blocking stream per worker thread: requests overlap on the device.
-            with cupy.cuda.Device(self.ordinal):
-                stream = cupy.cuda.Stream(non_blocking=True)
-            self._local.stream = stream
-        return stream
+    def _staging(self) -> Staging:
+        staging: Staging | None = getattr(self._local, "staging", None)
+        if staging is None:
+            # One per worker thread: its own non-blocking stream (requests overlap on the
+            # device) and buffers no other thread touches.
+            staging = self._local.staging = Staging(self.ordinal)
+        return staging
 
     def _run_cupy(self, work: Work) -> np.ndarray:
         import cupy
 
         try:
-            return self._cupy_pipeline(work)
+            with cupy.cuda.Device(self.ordinal):
+                return self._staging().run(work)
         except cupy.cuda.memory.OutOfMemoryError:
             pass
         except cupy.cuda.runtime.CUDARuntimeError as exc:
@@ -89,28 +93,6 @@ class Device:
             self.retry_after_s,
         )
 
-    def _cupy_pipeline(self, work: Work) -> np.ndarray:
-        import cupy
-
-        with cupy.cuda.Device(self.ordinal):
-            stream = self._stream()
-            with stream:
-                t0 = time.perf_counter()
-                staged = {n: _to_device(t, stream) for n, t in work.inputs.items()}
-                # The pinned staging buffers must outlive the async copies.
-                stream.synchronize()
-                device_inputs = {n: view for n, (view, _) in staged.items()}
-                del staged
-                t1 = time.perf_counter()
-                out = run_resolved(work.operator, device_inputs, backend_module("cupy"))
-                stream.synchronize()
-                t2 = time.perf_counter()
-                host = _to_host(out, stream)
-                t3 = time.perf_counter()
-        work.timings.transfer = (t1 - t0) + (t3 - t2)
-        work.timings.compute = t2 - t1
-        return host
-
 
 def release_device_memory() -> None:
     """Give cached device and pinned blocks back after an out-of-memory error."""
@@ -118,27 +100,3 @@ def release_device_memory() -> None:
 
     cupy.get_default_memory_pool().free_all_blocks()
     cupy.get_default_pinned_memory_pool().free_all_blocks()
-
-
-def _to_device(t: HostTensor, stream: Any) -> tuple[Any, np.ndarray]:
-    """Host buffer -> pinned staging -> device buffer (async on `stream`): (view, staging)."""
-    import cupy
-
-    flat = t.buffer
-    pinned_mem = cupy.cuda.alloc_pinned_memory(max(flat.nbytes, 1))
-    staging = np.frombuffer(pinned_mem, flat.dtype, flat.size)
-    staging[...] = flat
-    device = cupy.empty(flat.size, flat.dtype)
-    device.set(staging, stream=stream)
-    return as_tensor_view(device, t.sizes, t.strides), staging
-
-
-def _to_host(out: Any, stream: Any) -> np.ndarray:
-    import cupy
-
-    out = cupy.ascontiguousarray(out)
-    pinned_mem = cupy.cuda.alloc_pinned_memory(max(out.nbytes, 1))
-    host = np.frombuffer(pinned_mem, out.dtype, out.size).reshape(out.shape)
-    out.get(out=host, stream=stream)
-    stream.synchronize()
-    return host

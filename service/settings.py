@@ -47,6 +47,11 @@ class Settings(BaseSettings):
         default=None, description="CuPy kernel cache (CUPY_CACHE_DIR)"
     )
     warmup: bool = Field(default=True, description="run every operator once at start-up")
+    tiny_on_host: bool = Field(
+        default=True,
+        description="on a GPU, compute tiny requests on the host where its answer is the "
+        "device's bit for bit (data movement, integer sums)",
+    )
     shutdown_timeout_s: float = Field(
         default=30.0, gt=0, description="grace period for in-flight work"
     )

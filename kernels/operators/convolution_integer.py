@@ -214,4 +214,5 @@ SPEC = OperatorSpec(
         },
     ),
     helper=helper,
+    sums=True,
 )
