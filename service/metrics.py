@@ -113,6 +113,10 @@ class Metrics:
         """The pending-request gauge of `model`."""
         return self.child(self.nv_pending, model, _VERSION)
 
+    def executed(self, model: str) -> None:
+        """One execution of a batch of requests (each request is observed on its own)."""
+        self.child(self.nv_exec, model, _VERSION).inc()
+
     def observe(
         self,
         *,
@@ -125,8 +129,10 @@ class Metrics:
         bytes_in: int,
         bytes_out: int,
         reason: str = "",
+        executions: int = 1,
     ) -> None:
-        """Record one finished operator request."""
+        """Record one finished operator request (`executions`: model executions it counts,
+        0 when it ran in a batch, which `executed` counts)."""
         c, v = self.child, _VERSION
         c(self.requests, operator, str(status)).inc()
         c(self.latency, operator).observe(seconds)
@@ -142,7 +148,8 @@ class Metrics:
         if status == 200:
             c(self.nv_success, model, v).inc()
             c(self.nv_count, model, v).inc(batch)
-            c(self.nv_exec, model, v).inc()
+            if executions:
+                c(self.nv_exec, model, v).inc(executions)
         else:
             c(self.nv_failure, model, v, reason or str(status)).inc()
 
@@ -160,6 +167,7 @@ class Observation:
         self.bytes_in = bytes_in
         self.bytes_out = 0
         self.batch = 0
+        self.executions = 1
         self.timings: Timings | None = None
 
     def __enter__(self) -> Observation:
@@ -172,6 +180,7 @@ class Observation:
         self.bytes_out = bytes_out
         out = outcome.work.operator.output_tensor
         self.batch = out.sizes[0] if out is not None else 1
+        self.executions = outcome.executions
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.metrics.in_flight.dec()
@@ -191,4 +200,5 @@ class Observation:
             bytes_in=self.bytes_in,
             bytes_out=self.bytes_out,
             reason=reason,
+            executions=self.executions,
         )

@@ -6,7 +6,9 @@ its tensors and how to encode the outcome for its protocol. Each step happens on
 - decode: `Exchange.decode`, on the event loop when small, else in a worker thread (`offload`);
 - bind: the descriptor resolved against the decoded tensors (`binding`), into a `Work`;
 - queue and compute: the output limit checked, then a compute slot (`concurrency`) and the
-  device (`device`), on the event loop when the work is tiny (`cost`);
+  device (`device`), on the event loop when the work is tiny (`cost`); a registered operator
+  that batches queues in its batcher instead, which runs it with others under one slot
+  (`batching`);
 - encode: `Exchange.encode`, offloaded like decoding.
 
 The operator layer's errors become service errors in one place (`errors.from_kernels`), and
@@ -19,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from dmlserve.kernels import DescriptorError
+from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.wire import HostTensor
 from dmlserve.service.concurrency import offload
-from dmlserve.service.cost import is_tiny
+from dmlserve.service.cost import placement
 from dmlserve.service.errors import KERNEL_ERRORS, PayloadTooLargeError, from_kernels
 from dmlserve.service.metrics import Observation
 from dmlserve.service.work import Outcome, Work
@@ -97,7 +99,8 @@ def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
         op = state.resolved.bind(decoded.descriptor, decoded.inputs)
     except DescriptorError as exc:
         raise exc.prefixed(*decoded.loc) from None
-    return Work(op, decoded.inputs, model)
+    registered = decoded.descriptor if isinstance(decoded.descriptor, OperatorBase) else None
+    return Work(op, decoded.inputs, model, registered=registered)
 
 
 async def compute(state: ServiceState, work: Work) -> Outcome:
@@ -115,9 +118,13 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
         )
     pending = state.metrics.pending(work.label)
     pending.inc()
-    inline = device.runs_on_host and is_tiny(work.operator, work.inputs)
+    batcher = state.batchers.get(work)
+    if batcher is not None:
+        return await batcher.submit(work, on_dequeue=pending.dec)
+    input_bytes = sum(t.buffer.nbytes for t in work.inputs.values())
+    on_host, inline = placement(device, s, work.operator, input_bytes)
     output = await state.limiter.run(
-        lambda: device.run(work),
+        lambda: device.run(work, on_host=on_host),
         s.request_timeout_s,
         work.timings,
         inline=inline,

@@ -5,6 +5,7 @@ Every registered operator is also a KServe v2 model of the same name (version "1
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import threading
@@ -15,6 +16,7 @@ import orjson
 
 from dmlserve import kernels
 from dmlserve.kernels import OperatorBase
+from dmlserve.service.batching import BatchPolicy
 from dmlserve.service.errors import NotFoundError, UnprocessableError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
@@ -26,9 +28,12 @@ def wire(op: OperatorBase) -> dict[str, Any]:
     return op.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def fingerprint(op: OperatorBase) -> str:
-    """A stable digest of a resolved descriptor (same descriptor -> same digest)."""
-    return hashlib.sha256(orjson.dumps(wire(op), option=orjson.OPT_SORT_KEYS)).hexdigest()
+def fingerprint(op: OperatorBase, batching: BatchPolicy | None = None) -> str:
+    """A stable digest of a resolved descriptor and its batching (same ones -> same digest)."""
+    doc: Any = wire(op)
+    if batching is not None:
+        doc = {"operator": doc, "batching": dataclasses.asdict(batching)}
+    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -36,13 +41,17 @@ class RegisteredOperator:
     name: str
     operator: OperatorBase  # resolved; Sizes[0] may be -1 (variable batch)
     digest: str
+    batching: BatchPolicy | None = None
 
     @property
     def type(self) -> str:
         return str(self.operator.type)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "operator": wire(self.operator)}
+        doc = {"name": self.name, "operator": wire(self.operator)}
+        if self.batching is not None:
+            doc["batching"] = dataclasses.asdict(self.batching)
+        return doc
 
 
 def resolve_for_registration(descriptor: Any) -> OperatorBase:
@@ -57,13 +66,15 @@ class OperatorRegistry:
         self._by_name: dict[str, RegisteredOperator] = {}
         self._lock = threading.Lock()
 
-    def find(self, op: OperatorBase, name: str | None) -> RegisteredOperator | None:
+    def find(
+        self, op: OperatorBase, name: str | None, batching: BatchPolicy | None = None
+    ) -> RegisteredOperator | None:
         """The existing registration this request repeats, if any.
 
-        Without a name, any registration of the same descriptor; with one, that name when it
-        holds the same descriptor. A name holding a different descriptor is a 422.
+        Without a name, any registration of the same descriptor (and batching); with one, that
+        name when it holds the same. A name holding a different one is a 422.
         """
-        digest = fingerprint(op)
+        digest = fingerprint(op, batching)
         with self._lock:
             if name is None:
                 for reg in self._by_name.values():
@@ -78,9 +89,11 @@ class OperatorRegistry:
             raise UnprocessableError(msg, errors=[{"loc": ["name"], "msg": msg}])
         return existing
 
-    def add(self, op: OperatorBase, name: str | None) -> tuple[RegisteredOperator, bool]:
+    def add(
+        self, op: OperatorBase, name: str | None, batching: BatchPolicy | None = None
+    ) -> tuple[RegisteredOperator, bool]:
         """Register `op` (already resolved and warmed); returns (entry, created)."""
-        digest = fingerprint(op)
+        digest = fingerprint(op, batching)
         with self._lock:
             if name is None:
                 existing = next((r for r in self._by_name.values() if r.digest == digest), None)
@@ -93,7 +106,7 @@ class OperatorRegistry:
                     return existing, False
                 msg = f"an operator named {name!r} is already registered with another descriptor"
                 raise UnprocessableError(msg, errors=[{"loc": ["name"], "msg": msg}])
-            reg = RegisteredOperator(name, op, digest)
+            reg = RegisteredOperator(name, op, digest, batching)
             self._by_name[name] = reg
             return reg, True
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dmlserve.kernels.directml import MAX_TENSOR_RANK
 from dmlserve.kernels.dtypes import DataType
@@ -57,16 +57,51 @@ class ExecuteResponse(BaseModel):
     backend: Literal["cupy", "numpy"]
 
 
+#: Upper bounds of a batching policy (a batch is also bounded by max_output_bytes).
+MAX_BATCH_SIZE = 1 << 16
+MAX_QUEUE_DELAY_US = 10_000_000
+
+
+class Batching(_Strict):
+    """Dynamic batching (Triton's `dynamic_batching`): concurrent requests run as one batch."""
+
+    max_batch_size: int = Field(
+        ge=1, le=MAX_BATCH_SIZE, description="most batch items (summed over requests) per run"
+    )
+    max_queue_delay_us: int = Field(
+        0, ge=0, le=MAX_QUEUE_DELAY_US,
+        description="longest a request waits for others to join its batch, in microseconds",
+    )  # fmt: skip
+    preferred_batch_sizes: list[int] = Field(
+        default_factory=list, max_length=64,
+        description="batch sizes run as soon as the queue can make one",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _preferred_within_max(self) -> Batching:
+        for size in self.preferred_batch_sizes:
+            if not 1 <= size <= self.max_batch_size:
+                raise ValueError(
+                    f"preferred_batch_sizes: {size} is outside 1..max_batch_size "
+                    f"({self.max_batch_size})"
+                )
+        return self
+
+
 class RegisterRequest(_Strict):
     name: str | None = Field(None, description="optional; generated from the descriptor if absent")
     operator: dict[str, Any] = Field(
         description="operator descriptor; Sizes[0] may be -1 for a variable batch"
+    )
+    batching: Batching | None = Field(
+        None, description="dynamic batching; needs a -1 batch on every input and the output"
     )
 
 
 class RegisteredResponse(BaseModel):
     name: str
     operator: dict[str, Any]
+    batching: Batching | None = None
 
 
 class OperatorList(BaseModel):

@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import Depends, Request
 
 from dmlserve import kernels
+from dmlserve.service.batching import Batchers
 from dmlserve.service.binding import ResolveCache
 from dmlserve.service.concurrency import ComputeLimiter
 from dmlserve.service.device import Device
@@ -36,6 +37,7 @@ class ServiceState:
     metrics: Metrics = field(default_factory=Metrics)
     registry: OperatorRegistry = field(default_factory=OperatorRegistry)
     resolved: ResolveCache = field(default_factory=ResolveCache)
+    batchers: Batchers = field(default_factory=Batchers)
     limiter: ComputeLimiter = field(init=False)
     device: Device | None = None
     ready: bool = False

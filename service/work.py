@@ -33,6 +33,9 @@ class Work:
     inputs: Mapping[str, HostTensor]
     model: str = ""  # the registered name, "" for an operator given inline
     timings: Timings = field(default_factory=Timings)
+    #: the registered descriptor `operator` was bound from (batch sizes may be -1); None for
+    #: an operator given inline (a batcher takes only work of its own registration)
+    registered: OperatorBase | None = None
 
     @property
     def label(self) -> str:
@@ -47,3 +50,5 @@ class Outcome:
     work: Work
     output: np.ndarray
     backend: str  # the device that computed it: "numpy" or "cupy"
+    #: model executions this request counts: 1, or 0 when it ran in a batch (counted once)
+    executions: int = 1

@@ -9,10 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from dmlserve.service.batching import BatchPolicy
 from dmlserve.service.body import read_body
 from dmlserve.service.codec import V1Exchange, parse_json, validate
 from dmlserve.service.pipeline import run
 from dmlserve.service.registration import register as register_operator
+from dmlserve.service.registration import unregister
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import E, KeyedRoute, direct
@@ -87,7 +89,13 @@ async def _execute(request: Request, registered: RegisteredOperator | None = Non
 async def register(request: Request, state: StateDep) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
     req = validate(RegisterRequest, await parse_json(body.json))
-    reg, created = await register_operator(state, req.operator, req.name)
+    b = req.batching
+    policy = (
+        BatchPolicy(b.max_batch_size, b.max_queue_delay_us, tuple(b.preferred_batch_sizes))
+        if b is not None
+        else None
+    )
+    reg, created = await register_operator(state, req.operator, req.name, policy)
     return json_response(reg.to_json(), 201 if created else 200)
 
 
@@ -103,7 +111,7 @@ async def read_operator(name: str, state: StateDep) -> Response:
 
 @router.delete("/operators/{name}", response_model=RegisteredResponse, summary="Remove one")
 async def delete_operator(name: str, state: StateDep) -> Response:
-    return json_response(state.registry.remove(name).to_json())
+    return json_response(unregister(state, name).to_json())
 
 
 @_execute_route(
