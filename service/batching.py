@@ -212,11 +212,12 @@ class Batcher:
     # --- the dispatcher: one task while requests wait ------------------------------------
 
     def _poke(self) -> None:
-        """Re-examine the queue: start the dispatcher, or wake it."""
+        """The queue changed: start the dispatcher, or wake it if a batch is due now (else
+        the timer of the oldest request's delay wakes it)."""
         if self._dispatcher is None:
             if self._queue:
                 self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
-        elif self._wake is not None and not self._wake.done():
+        elif self._wake is not None and not self._wake.done() and self._due():
             self._wake.set_result(None)
 
     async def _dispatch(self) -> None:
@@ -238,8 +239,8 @@ class Batcher:
         self._poke()  # anything queued as it stopped starts a new one
 
     async def _until_due(self) -> None:
-        """Return once the queue holds a batch worth running now."""
-        while self._queue and not self._due():
+        """Return once the queue holds a batch worth running now, or is empty."""
+        while not self._due():
             wake = self._wake = asyncio.get_running_loop().create_future()
             deadline = self._queue[0].enqueued + self.policy.max_queue_delay_us / 1e6
             timer = self.clock.call_at(deadline, functools.partial(_set, wake))
@@ -250,8 +251,9 @@ class Batcher:
                 self._wake = None
 
     def _due(self) -> bool:
+        """A batch should start now (an empty queue too: the dispatcher then stops)."""
         p = self.policy
-        if self._items >= p.max_batch_size or self._preferred_prefix() > 0:
+        if not self._queue or self._items >= p.max_batch_size or self._preferred_prefix() > 0:
             return True
         return self.clock.now() >= self._queue[0].enqueued + p.max_queue_delay_us / 1e6
 
