@@ -217,12 +217,11 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
     never silently wrapped or rounded to infinity.
     """
     dt, count = layout.data_type, layout.extent
-    flat = _flat_numbers(values, loc)
+    flat, kinds = _flat_numbers(values, loc)
     _check_limit(len(flat) * dt.itemsize, limit, "buffer of", loc)
     if len(flat) < count or (layout.strides is None and len(flat) != count):
         what = "Sizes/Strides address" if layout.strides is not None else "Sizes need"
         _bad(loc, "data", f"{what} {count} elements, but data has {len(flat)}")
-    kinds = set(map(type, flat))
     target = dt.numpy
     if target.kind in "iu":
         if float in kinds:
@@ -249,19 +248,22 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
     return HostTensor(dt, layout.sizes, layout.strides, buffer[:count])
 
 
-def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
+def _flat_numbers(values: Any, loc: Loc) -> tuple[list[Any], set[type]]:
+    """The numbers of `values` as one flat list, and the Python types among them."""
     if not isinstance(values, list):
         _bad(loc, "data", "data must be a JSON array of numbers")
-    if any(type(v) is list for v in values):
+    kinds = set(map(type, values))  # one pass: every later check reads these
+    if list in kinds:
         try:
             values = np.asarray(values, dtype=object).reshape(-1).tolist()
         except ValueError:
             values = [[]]  # NumPy refuses some ragged nestings, builds lists of others
-        if any(type(v) is list for v in values):
+        kinds = set(map(type, values))
+        if list in kinds:
             _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
-    if not set(map(type, values)) <= {int, float, bool}:
+    if not kinds <= {int, float, bool}:
         _bad(loc, "data", "data must hold numbers only")
-    return cast(list[Any], values)
+    return cast(list[Any], values), kinds
 
 
 def _check_limit(nbytes: int, limit: int | None, what: str, loc: Loc) -> None:
