@@ -93,7 +93,9 @@ if has ncu; then
     -k 'regex:pad_|fold_|pool_' python3 bench/bench_kernels.py --profile
 fi
 if has service-bench; then
-  step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
+  # inline and batched at 16/64 connections, two rounds each server, then large and rss.
+  step bench-service 480 python3 bench/service_load.py --backend cupy --wrk never --clients python \
+    --output "$out/service-gpu.md"
 fi
 
 echo
