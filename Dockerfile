@@ -95,7 +95,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUPY_CACHE_DIR=/var/cache/dmlserve/cupy
 USER 10001:10001
 WORKDIR /var/cache/dmlserve
-EXPOSE 8000
+EXPOSE 8000 8001
 # Kernel compilation and warm-up run before readiness; give them time before failures count.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/v2/health/ready' % os.environ.get('DMLSERVE_PORT', '8000'), timeout=4)"]
@@ -119,7 +119,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     DMLSERVE_PORT=8000
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8000
+EXPOSE 8000 8001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/v2/health/ready' % os.environ.get('DMLSERVE_PORT', '8000'), timeout=4)"]
 ENTRYPOINT ["dmlserve", "serve"]

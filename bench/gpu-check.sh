@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Everything that needs a CUDA device, in one go, from the repository root of a GPU host:
 # the GPU tests, compute-sanitizer (memcheck, racecheck), the HTTP suites on the CuPy backend,
-# the kernel benchmarks against PyTorch, Nsight Compute counters of the memory-bound kernels and
-# the service benchmark with the CuPy backend.
+# the kernel benchmarks against PyTorch, Nsight Compute counters of the memory-bound kernels, the
+# service benchmark with the CuPy backend, and the transports (CUDA shared memory, gRPC).
 #   OUT=some/dir bench/gpu-check.sh [STAGE...]   (default: tests bench)
-#   stages: tests = kernel-tests memcheck racecheck service-tests;
-#           bench = memory-bench conv-bench service-bench (kernel-bench = the first two);
+#   stages: tests = kernel-tests memcheck racecheck service-tests transport-tests;
+#           bench = memory-bench conv-bench service-bench transport-bench
+#           (kernel-bench = the first two);
 #           ncu (not in the defaults).
 #   Independent stages may run at once in separate invocations with separate OUT folders
 #   (the sanitizers beside kernel-tests, say); the benchmarks and ncu want the GPU alone.
@@ -40,8 +41,8 @@ step() {
 } | tee "$out/device.txt"
 
 stages=" ${*:-tests bench} "
-stages=${stages/ tests / kernel-tests memcheck racecheck service-tests }
-stages=${stages/ bench / memory-bench conv-bench service-bench }
+stages=${stages/ tests / kernel-tests memcheck racecheck service-tests transport-tests }
+stages=${stages/ bench / memory-bench conv-bench service-bench transport-bench }
 stages=${stages/ kernel-bench / memory-bench conv-bench }
 pytest=(python3 -m pytest -q -p no:cacheprovider -o addopts=-ra)
 # xdist spreads the plain test runs (and their first-use kernel compiles) over the host's
@@ -73,8 +74,15 @@ if has racecheck; then
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi
 if has service-tests; then
-  step service-gpu-tests 120 "${parallel[@]}" -m gpu tests/service tests/clients
+  step service-gpu-tests 120 "${parallel[@]}" -m gpu tests/service tests/clients \
+    --ignore=tests/service/test_cuda_shm.py --ignore=tests/service/test_perf_analyzer_transports.py
   step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
+fi
+# CUDA shared memory through tritonclient (HTTP and gRPC) and perf_analyzer --shared-memory cuda,
+# against a live server on the CuPy backend.
+if has transport-tests; then
+  step transport-tests 400 "${pytest[@]}" -m gpu tests/service/test_cuda_shm.py \
+    tests/service/test_perf_analyzer_transports.py
 fi
 if has memory-bench; then
   step bench-kernels 240 python3 bench/bench_kernels.py --json "$out/bench-kernels.json"
@@ -96,6 +104,9 @@ if has service-bench; then
   # inline and batched at 16/64 connections, two rounds each server, then large and rss.
   step bench-service 480 python3 bench/service_load.py --backend cupy --wrk never --clients python \
     --output "$out/service-gpu.md"
+fi
+if has transport-bench; then
+  step bench-transport 400 python3 bench/transport.py --backend cupy --output "$out/transport-gpu.md"
 fi
 
 echo

@@ -171,6 +171,16 @@ EOF
   # site-packages come first, for imports and for cuda-pathfinder's wheel search alike.
   # The host's pip installs into the venv (Ubuntu's python3 may lack ensurepip).
   step venv 60 python3 -m venv --system-site-packages --without-pip "$VENV" || exit 1
+  # Where the host's python3 is itself a virtual environment, its packages (CuPy among them)
+  # are not the system site: that environment's site-packages is appended after the venv's own.
+  local host_site venv_site
+  host_site=$(python3 -c 'import sys, sysconfig
+print(sysconfig.get_paths()["purelib"] if sys.prefix != sys.base_prefix else "")')
+  if [ -n "$host_site" ]; then
+    venv_site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$host_site" >"$venv_site/host-site.pth"
+    echo "host site-packages appended: $host_site" | tee -a "$OUT/host.txt"
+  fi
   local pip=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input)
   # The carried NVIDIA wheels go into the venv even where the host has the same versions.
   step nvidia-wheels 120 "${pip[@]}" install --no-index --no-deps --ignore-installed \

@@ -176,6 +176,8 @@ def dmlserve_cmd(port: int, backend: str, extra: str = "") -> list[str]:
         HOST,
         "--port",
         str(port),
+        "--grpc-port",
+        "0",
         "--backend",
         backend,
         "--max-request-bytes",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypedDict
 
 Loc = tuple[str | int, ...]
@@ -26,9 +26,11 @@ class DescriptorError(ValueError):
 
     def prefixed(self, *prefix: str | int) -> DescriptorError:
         """The same errors with `prefix` prepended to every location."""
-        return DescriptorError(
-            [{"loc": (*prefix, *e["loc"]), "msg": e["msg"]} for e in self.errors]
-        )
+        return self.relocated(lambda loc: (*prefix, *loc))
+
+    def relocated(self, where: Callable[[Loc], Loc]) -> DescriptorError:
+        """The same errors, each location mapped through `where`."""
+        return DescriptorError([{"loc": where(e["loc"]), "msg": e["msg"]} for e in self.errors])
 
     def _summary(self) -> str:
         parts = []

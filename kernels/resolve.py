@@ -35,11 +35,6 @@ def resolve(
     errors.raise_if_any()
 
     update: dict[str, Any] = {attr_name(k): v for k, v in inputs.items()}
-    out, x = op.output_tensor, inputs.get("InputTensor")
-    if out is not None and out.has_wildcard_batch and x is not None and not x.has_wildcard_batch:
-        # A registered operator bound to tensors: its output takes the input's batch (FOLD
-        # gives its output's sizes, which the rules compare with the input's).
-        update["output_tensor"] = out.model_copy(update={"sizes": (x.sizes[0], *out.sizes[1:])})
     dims = _dimension_count(op, inputs, errors)
     errors.raise_if_any()
     update["dimension_count"] = dims
@@ -131,28 +126,54 @@ def _agree(name: str, given: TensorDesc, actual: TensorDesc, errors: Errors) -> 
 
 
 def _dimension_count(op: OperatorBase, inputs: Mapping[str, TensorDesc], errors: Errors) -> int:
-    given = op.given_dimension_count()
-    derived = op.derived_dimension_count(inputs)
+    given, field = op.given_dimension_count(), op.dimension_count_field()
+    lo, hi = op.dimension_count_range
+    ranked = op.rank_tensor(inputs)
+    derived = None
+    if ranked is not None:
+        name, desc = ranked
+        derived = desc.rank - op.leading_axes
+        if not errors.check(lo <= derived <= hi, (name, "Sizes"), _rank_rule(op, name, desc)):
+            return derived
     if given is None:
         given = derived
     if given is None:
         errors.add(("DimensionCount",), "DimensionCount cannot be inferred: give the tensors")
         return 0
-    lo, hi = op.dimension_count_range
     if not errors.check(
         lo <= given <= hi,
         ("DimensionCount",),
         f"DimensionCount must be in the range [{lo}, {hi}] for {op.type}, got {given}",
     ):
         return given
-    if derived is not None:
-        what = "the dimension count" if op.leading_axes == 0 else "the spatial dimensions"
-        errors.check(
-            given == derived,
-            ("DimensionCount",),
-            f"DimensionCount ({given}) must equal {what} of {op.rank_tensors[0]} ({derived})",
+    if ranked is not None and given != derived:
+        name, desc = ranked
+        axes = "dimensions" if op.leading_axes == 0 else "spatial dimensions"
+        stated = (
+            f"DimensionCount ({given}) must equal the number of {axes} of {name} ({derived})"
+            if field == "DimensionCount"
+            else f"{field} has {given} entries, one per {axes[:-1]}, but {name} has {derived} "
+            f"{axes}"
+        )
+        errors.add(
+            (field or "DimensionCount",),
+            f"{stated}: {op.type}'s {name} is {op.tensor_layouts[name]}, and its Sizes are "
+            f"{list(desc.sizes)}",
         )
     return given
+
+
+def _rank_rule(op: OperatorBase, name: str, desc: TensorDesc) -> str:
+    """The message for a tensor with too few or too many dimensions for the operator."""
+    lo, hi = (n + op.leading_axes for n in op.dimension_count_range)
+    msg = (
+        f"{op.type}'s {name} is {op.tensor_layouts[name]}: {lo} to {hi} dimensions, got "
+        f"{desc.rank} (Sizes {list(desc.sizes)})"
+    )
+    if op.leading_axes and desc.rank < lo:
+        batched = [1] * op.leading_axes + list(desc.sizes)
+        msg += f"; a lone {list(desc.sizes)} is Sizes {batched} (one batch, one channel)"
+    return msg
 
 
 def _check_output(given: TensorDesc | None, inferred: TensorDesc, errors: Errors) -> None:

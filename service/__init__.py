@@ -9,7 +9,8 @@ descriptor) -> `concurrency` (queue, slot, event loop or thread; `cost` says wha
 translation of the operator layer's errors; `metrics` the Prometheus series and the observation
 of each request. Around them: `app` (create_app), `state` (what the app holds, StateDep),
 `auth`, `observability` (logs, request ids), `compression`, `registry` and `registration`,
-`warmup`, `schemas`, `settings`, `cli`.
+`warmup`, `schemas` (with `examples`, the OpenAPI request examples), `settings`, `cli`, and
+`landing` (`GET /` and the 404 of an unknown route).
 
 Needs the `server` extra (`pip install 'dmlserve[server]'`). The package itself imports
 nothing, so `dmlserve serve` can say what is missing instead of failing on an import.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -14,10 +14,12 @@ from starlette.staticfiles import StaticFiles
 
 from dmlserve import __version__
 from dmlserve.kernels import BackendUnavailableError, Operator
+from dmlserve.service import landing
 from dmlserve.service.compression import Compression
+from dmlserve.service.examples import add_examples
 from dmlserve.service.observability import RequestContextMiddleware
 from dmlserve.service.responses import install_error_handlers
-from dmlserve.service.routes import system, v1, v2
+from dmlserve.service.routes import shm, system, v1, v2
 from dmlserve.service.routes._route import DirectRoutes
 from dmlserve.service.schemas import (
     ExecuteRequest,
@@ -30,12 +32,19 @@ from dmlserve.service.schemas import (
 from dmlserve.service.settings import Settings, get_settings
 from dmlserve.service.state import ServiceState
 
+if TYPE_CHECKING:
+    from dmlserve.service.rpc.server import GrpcServer
+
 logger = logging.getLogger("dmlserve")
 
 DESCRIPTION = (
     "DirectML's FOLD, UNFOLD, PADDING, AVERAGE_POOLING and CONVOLUTION_INTEGER with DirectML's "
     "semantics: `/v1` takes operator descriptors with DirectML field names; `/v2` is the "
-    "KServe v2 Open Inference Protocol over registered operators."
+    "KServe v2 Open Inference Protocol over registered operators.\n\n"
+    "Tensors are row-major. The windowed operators take `[N, C, spatial...]`, DirectML's "
+    "`{ BatchCount, ChannelCount, ... }`, with DimensionCount spatial sizes; PADDING takes any "
+    "rank. Each operator's schema (`FoldOperator`, ...) gives the Sizes of its tensors. Every "
+    "request body has one example per operator: pick one under Try it out and Execute."
 )
 
 
@@ -55,11 +64,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except BackendUnavailableError as exc:
             logger.error("start-up failed", extra={"reason": str(exc)})
             raise StartupError(str(exc)) from exc
+        grpc_server = await _start_grpc(state)
         logger.info("ready", extra={"backend": state.device.name if state.device else None})
         try:
             yield
         finally:
             state.ready = False
+            if grpc_server is not None:
+                await grpc_server.stop(settings.shutdown_timeout_s)
+            state.shared_memory.close()
             logger.info("shut down")
 
     app = FastAPI(
@@ -72,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.dmlserve = state
     install_error_handlers(app)
+    app.add_exception_handler(404, landing.on_unknown_route)
     # Innermost: the operator endpoints' POSTs skip FastAPI's router (the others reach it).
     app.add_middleware(DirectRoutes, routers=(v1.router, v2.router))
     # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
@@ -80,10 +94,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v1.router)
     app.include_router(v2.health)
     app.include_router(v2.router)
+    app.include_router(shm.router)
     app.include_router(system.router)
     app.mount(system.SWAGGER_PREFIX, StaticFiles(directory=system.STATIC_DIR / "swagger-ui"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+async def _start_grpc(state: ServiceState) -> GrpcServer | None:
+    """The gRPC server on the app's event loop, unless `grpc_port` is 0."""
+    if not state.settings.grpc_port:
+        return None
+    from dmlserve.service.rpc.server import GrpcServer
+
+    server = GrpcServer(state)
+    try:
+        await server.start()
+    except RuntimeError as exc:
+        logger.error("start-up failed", extra={"reason": str(exc), "address": server.address})
+        raise StartupError(f"gRPC cannot listen on {server.address}: {exc}") from exc
+    return server
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -111,5 +141,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas.update(operator.pop("$defs", {}))
         schemas["Operator"] = operator
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        add_examples(doc)
         app.openapi_schema = doc
     return app.openapi_schema

@@ -157,8 +157,13 @@ class Batcher:
         return len(self._queue)
 
     def accepts(self, work: Work) -> bool:
-        """Whether `work` was bound from this registration and fits in a batch."""
-        return work.registered is self.operator and batch_size(work) <= self.policy.max_batch_size
+        """Whether `work` was bound from this registration and fits in a batch (work in device
+        memory runs alone)."""
+        return (
+            work.registered is self.operator
+            and batch_size(work) <= self.policy.max_batch_size
+            and not work.in_device_memory
+        )
 
     async def submit(self, work: Work, on_dequeue: Callable[[], None] = _nothing) -> Outcome:
         """Queue `work`; its share of the batch it ran in."""

@@ -93,7 +93,13 @@ class V1Exchange(BodyExchange):
         else:
             req, descriptor = validate(OperatorExecuteRequest, doc), self.registered.operator
         inputs, default = decode_inputs(req.inputs, self.body.section(), self.max_tensor_bytes)
-        return V1Decoded(descriptor, inputs, ("operator",), req.output_encoding or default)
+        return V1Decoded(
+            descriptor,
+            inputs,
+            loc=("operator",) if self.registered is None else (),
+            input_locs={name: ("inputs", name) for name in req.inputs},
+            encoding=req.output_encoding or default,
+        )
 
     def encode(self, decoded: V1Decoded, outcome: Outcome) -> tuple[Response, int]:
         outputs = {"OutputTensor": outcome.output}

@@ -50,9 +50,19 @@ def host_exact(op: OperatorBase) -> bool:
 
 
 def placement(
-    device: Device, settings: Settings, op: OperatorBase, input_bytes: int
+    device: Device,
+    settings: Settings,
+    op: OperatorBase,
+    input_bytes: int,
+    *,
+    host_data: bool = True,
 ) -> tuple[bool, bool]:
-    """Where `op` on `input_bytes` of inputs runs: (on the host, on the event loop)."""
+    """Where `op` on `input_bytes` of inputs runs: (on the host, on the event loop).
+
+    `host_data` is false when an input or the output is in device memory: the device runs it.
+    """
     tiny = is_tiny_for(op, input_bytes)
-    on_host = device.runs_on_host or (tiny and settings.tiny_on_host and host_exact(op))
+    on_host = device.runs_on_host or (
+        tiny and host_data and settings.tiny_on_host and host_exact(op)
+    )
     return on_host, tiny and on_host

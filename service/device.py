@@ -42,13 +42,18 @@ class Device:
         return self.name == "numpy"
 
     def run(self, work: Work, *, on_host: bool = False) -> np.ndarray:
-        """Execute a bound operator on its host tensors; the output comes back on the host.
+        """Execute a bound operator on its host tensors; the output comes back on the host
+        (with a `work.sink`, it goes there and a zero-stride placeholder comes back).
 
         `on_host` computes on the host whatever the backend (`cost.host_exact` says where that
         gives the device's answer).
         """
-        if self.name == "cupy" and not on_host:
-            return self._run_cupy(work)
+        with work.pin:
+            if self.name == "cupy" and not on_host:
+                return self._run_cupy(work)
+            return self._run_numpy(work)
+
+    def _run_numpy(self, work: Work) -> np.ndarray:
         t0 = time.perf_counter()
         views = {name: t.view() for name, t in work.inputs.items()}
         # The operator was resolved against exactly these tensors: run it without resolving again.

@@ -58,6 +58,12 @@ class MethodNotAllowedError(ServiceError):
     status, code, title = 405, "method_not_allowed", "Method Not Allowed"
 
 
+class ConflictError(ServiceError):
+    """The request conflicts with the current state (a name taken, a resource in use)."""
+
+    status, code, title = 409, "conflict", "Conflict"
+
+
 class PayloadTooLargeError(ServiceError):
     """A request body, a tensor or an inferred output is over a configured limit."""
 
@@ -80,6 +86,12 @@ class UnprocessableError(ServiceError):
     """The descriptor or the tensors break a DirectML rule (or the request schema)."""
 
     status, code, title = 422, "unprocessable", "Unprocessable Content"
+
+
+class InsufficientStorageError(ServiceError):
+    """A configured limit on what the server keeps (registrations, regions) is reached."""
+
+    status, code, title = 507, "insufficient_storage", "Insufficient Storage"
 
 
 class QueueFullError(ServiceError):
@@ -109,9 +121,11 @@ BY_STATUS: dict[int, type[ServiceError]] = {
         UnauthorizedError,
         NotFoundError,
         MethodNotAllowedError,
+        ConflictError,
         PayloadTooLargeError,
         UnsupportedMediaTypeError,
         UnprocessableError,
+        InsufficientStorageError,
         QueueFullError,
         UnavailableError,
         GatewayTimeoutError,

@@ -18,10 +18,14 @@ calls `run` with its own `Exchange`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dmlserve.kernels import DescriptorError, OperatorBase
+from dmlserve.kernels.descriptors import attr_name
+from dmlserve.kernels.errors import Loc
 from dmlserve.kernels.wire import HostTensor
 from dmlserve.service.concurrency import offload
 from dmlserve.service.cost import placement
@@ -42,7 +46,27 @@ class Decoded:
 
     descriptor: Any  # the operator's JSON object, or a registered (resolved) model
     inputs: dict[str, HostTensor]
-    loc: tuple[str | int, ...] = ()  # where descriptor errors point, e.g. ("operator",)
+    loc: Loc = ()  # where descriptor errors point, e.g. ("operator",)
+    #: where each input tensor sits in the request, e.g. {"InputTensor": ("inputs", 0)}
+    input_locs: Mapping[str, Loc] = field(default_factory=dict)
+    # CUDA shared memory: where the device writes the output, and what it holds while it runs
+    # (`Work.sink`, `Work.pin`). Keyword-only, so subclasses' positional fields keep their places.
+    sink: Any = field(default=None, kw_only=True)
+    pin: AbstractContextManager[Any] | None = field(default=None, kw_only=True)
+
+    def where(self, loc: Loc) -> Loc:
+        """Where a binding error at `loc` points in the request: a tensor the descriptor does
+        not describe is reported where the request sent it, the rest in the descriptor."""
+        name = loc[0] if loc else None
+        if isinstance(name, str) and name in self.input_locs and not self._describes(name):
+            return (*self.input_locs[name], *loc[1:])
+        return (*self.loc, *loc)
+
+    def _describes(self, name: str) -> bool:
+        # A registered model was resolved with its own tensor descriptors, so a tensor rule it
+        # breaks now is broken by the request's tensor.
+        d = self.descriptor
+        return isinstance(d, Mapping) and (name in d or attr_name(name) in d)
 
 
 D = TypeVar("D", bound=Decoded)
@@ -94,13 +118,14 @@ async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
 
 def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
     """The decoded descriptor resolved against the decoded tensors (`DescriptorError` located
-    where the exchange points)."""
+    where the request put the field: `Decoded.where`)."""
     try:
         op = state.resolved.bind(decoded.descriptor, decoded.inputs)
     except DescriptorError as exc:
-        raise exc.prefixed(*decoded.loc) from None
+        raise exc.relocated(decoded.where) from None
     registered = decoded.descriptor if isinstance(decoded.descriptor, OperatorBase) else None
-    return Work(op, decoded.inputs, model, registered=registered)
+    pin = decoded.pin or nullcontext()
+    return Work(op, decoded.inputs, model, sink=decoded.sink, pin=pin, registered=registered)
 
 
 async def compute(state: ServiceState, work: Work) -> Outcome:
@@ -122,7 +147,8 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
     if batcher is not None:
         return await batcher.submit(work, on_dequeue=pending.dec)
     input_bytes = sum(t.buffer.nbytes for t in work.inputs.values())
-    on_host, inline = placement(device, s, work.operator, input_bytes)
+    host_data = not work.in_device_memory
+    on_host, inline = placement(device, s, work.operator, input_bytes, host_data=host_data)
     output = await state.limiter.run(
         lambda: device.run(work, on_host=on_host),
         s.request_timeout_s,

@@ -183,3 +183,35 @@ class ServerMetadata(BaseModel):
 
 class V2Error(BaseModel):
     error: str
+
+
+# --- KServe v2 shared-memory extensions ------------------------------------------------------
+
+
+class SystemSharedMemoryRegister(_Strict):
+    key: str = Field(description="POSIX shared-memory name, as given to shm_open ('/name')")
+    offset: int = Field(0, ge=0, description="where the region starts in the object, in bytes")
+    byte_size: int = Field(ge=0, description="bytes of the region")
+
+
+class SystemSharedMemoryStatus(BaseModel):
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+
+
+class RawHandle(_Strict):
+    b64: str = Field(description="base64 of the 64-byte cudaIpcMemHandle_t")
+
+
+class CudaSharedMemoryRegister(_Strict):
+    raw_handle: RawHandle
+    device_id: int = Field(ge=0, description="CUDA device of the buffer")
+    byte_size: int = Field(ge=0, description="bytes of the region")
+
+
+class CudaSharedMemoryStatus(BaseModel):
+    name: str
+    device_id: int
+    byte_size: int

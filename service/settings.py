@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8000, ge=0, le=65535, description="TCP port to listen on")
+    grpc_port: int = Field(
+        default=8001, ge=0, le=65535, description="gRPC port (KServe v2 inference service); 0: off"
+    )
     device: int = Field(default=0, ge=0, description="CUDA device ordinal (cupy backend)")
     api_keys: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="comma-separated bearer keys; empty disables auth"
@@ -51,6 +54,14 @@ class Settings(BaseSettings):
         default=True,
         description="on a GPU, compute tiny requests on the host where its answer is the "
         "device's bit for bit (data movement, integer sums)",
+    )
+    max_shm_regions: int = Field(
+        default=64, ge=0, description="shared-memory regions registered at once (system and CUDA)"
+    )
+    max_shm_bytes: int = Field(
+        default=64 * GIB,
+        ge=0,
+        description="total byte_size of registered shared-memory regions",
     )
     shutdown_timeout_s: float = Field(
         default=30.0, gt=0, description="grace period for in-flight work"

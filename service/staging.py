@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
 from dmlserve.kernels.wire import HostTensor, as_tensor_view
@@ -36,12 +37,16 @@ _MIN_BYTES = 64 << 10
 
 
 def packed_offsets(inputs: Mapping[str, HostTensor]) -> tuple[dict[str, int], int]:
-    """Each input's byte offset in one packed buffer (aligned to `ALIGN`), and its length."""
+    """Each host input's byte offset in one packed buffer (aligned to `ALIGN`), and its length.
+
+    Inputs already in device memory (CUDA shared memory) are used where they are.
+    """
     offsets: dict[str, int] = {}
     total = 0
     for name, t in inputs.items():
-        offsets[name] = total
-        total += -(-t.buffer.nbytes // ALIGN) * ALIGN
+        if not is_cupy_array(t.buffer):
+            offsets[name] = total
+            total += -(-t.buffer.nbytes // ALIGN) * ALIGN
     return offsets, total
 
 
@@ -64,7 +69,11 @@ class Staging:
         self._device_in: Any = None  # cupy.cuda.Memory
 
     def run(self, work: Work) -> np.ndarray:
-        """Inputs to the device, the kernels, the output back: one synchronisation."""
+        """Inputs to the device, the kernels, the output back: one synchronisation.
+
+        With a `work.sink` (CUDA shared memory) the output goes there, device to device, and
+        a zero-stride placeholder of its type and shape comes back.
+        """
         import cupy
 
         runtime = cupy.cuda.runtime
@@ -74,33 +83,38 @@ class Staging:
         try:
             with stream:
                 start.record(stream)
-                host_in = self._host_buffer("_host_in", total)
-                for name, t in work.inputs.items():
-                    n = t.buffer.nbytes
-                    np.copyto(host_in[offsets[name] : offsets[name] + n].view(t.buffer.dtype),
-                              t.buffer)  # fmt: skip
-                device_in = self._device_buffer(total)
-                runtime.memcpyAsync(
-                    device_in.ptr, host_in.ctypes.data, total, runtime.memcpyHostToDevice,
-                    stream.ptr,
-                )  # fmt: skip
+                device_in: Any = None
+                if total:
+                    host_in = self._host_buffer("_host_in", total)
+                    for name, at in offsets.items():
+                        b = work.inputs[name].buffer
+                        np.copyto(host_in[at : at + b.nbytes].view(b.dtype), b)
+                    device_in = self._device_buffer(total)
+                    runtime.memcpyAsync(
+                        device_in.ptr, host_in.ctypes.data, total, runtime.memcpyHostToDevice,
+                        stream.ptr,
+                    )  # fmt: skip
                 arrays = {
                     name: as_tensor_view(
+                        t.buffer if name not in offsets else
                         cupy.ndarray((t.extent,), t.buffer.dtype, device_in + offsets[name]),
                         t.sizes, t.strides,
                     )
                     for name, t in work.inputs.items()
                 }  # fmt: skip
                 staged.record(stream)
-                out = cupy.ascontiguousarray(
-                    run_resolved(work.operator, arrays, backend_module("cupy"))
-                )
+                out = run_resolved(work.operator, arrays, backend_module("cupy"))
+                if work.sink is not None:
+                    work.sink.write(out)  # the launchers allocate their output: copy it over
+                else:
+                    out = cupy.ascontiguousarray(out)
                 computed.record(stream)
-                host_out = self._host_buffer("_host_out", out.nbytes)
-                runtime.memcpyAsync(
-                    host_out.ctypes.data, out.data.ptr, out.nbytes, runtime.memcpyDeviceToHost,
-                    stream.ptr,
-                )  # fmt: skip
+                if work.sink is None:
+                    host_out = self._host_buffer("_host_out", out.nbytes)
+                    runtime.memcpyAsync(
+                        host_out.ctypes.data, out.data.ptr, out.nbytes,
+                        runtime.memcpyDeviceToHost, stream.ptr,
+                    )  # fmt: skip
                 returned.record(stream)
                 stream.synchronize()  # the request's one synchronisation
         except BaseException:
@@ -108,13 +122,15 @@ class Staging:
             # before the next request on this thread writes over the buffers.
             _quietly_synchronize(stream)
             raise
-        result: np.ndarray = host_out[: out.nbytes].view(out.dtype).reshape(out.shape)
-        if host_out is self._host_out:
-            result = result.copy()  # the buffer is the next request's
         timings = work.timings
         elapsed = cupy.cuda.get_elapsed_time
         timings.transfer = (elapsed(start, staged) + elapsed(computed, returned)) / 1e3
         timings.compute = elapsed(staged, computed) / 1e3
+        if work.sink is not None:
+            return np.broadcast_to(np.zeros((), out.dtype), out.shape)
+        result: np.ndarray = host_out[: out.nbytes].view(out.dtype).reshape(out.shape)
+        if host_out is self._host_out:
+            result = result.copy()  # the buffer is the next request's
         return result
 
     def _host_buffer(self, attr: str, size: int) -> np.ndarray:

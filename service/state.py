@@ -24,6 +24,7 @@ from dmlserve.service.errors import UnavailableError
 from dmlserve.service.metrics import Metrics
 from dmlserve.service.registry import OperatorRegistry
 from dmlserve.service.settings import Settings
+from dmlserve.service.shm import SharedMemory
 from dmlserve.service.warmup import warm_up
 
 logger = logging.getLogger("dmlserve")
@@ -39,12 +40,14 @@ class ServiceState:
     resolved: ResolveCache = field(default_factory=ResolveCache)
     batchers: Batchers = field(default_factory=Batchers)
     limiter: ComputeLimiter = field(init=False)
+    shared_memory: SharedMemory = field(init=False)
     device: Device | None = None
     ready: bool = False
 
     def __post_init__(self) -> None:
         s = self.settings
         self.limiter = ComputeLimiter(s.max_concurrency, s.max_queue, s.retry_after_s)
+        self.shared_memory = SharedMemory(s.max_shm_regions, s.max_shm_bytes)
         self.metrics.bind_gauges(
             lambda: self.limiter.waiting,
             lambda: self.device.memory_in_use() if self.device else None,
@@ -66,6 +69,8 @@ class ServiceState:
             await anyio.to_thread.run_sync(warm_up, device)
             logger.info("warm-up done", extra={"seconds": round(time.perf_counter() - t0, 3)})
         self.device = device
+        # CUDA shared memory is served where the kernels run on a CUDA device.
+        self.shared_memory.cuda = name == "cupy"
         self.ready = True
 
     def require_ready(self) -> Device:

@@ -8,11 +8,14 @@ request's computation travels here, not in the transport's request object.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from dmlserve.kernels import OperatorBase
+from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.wire import HostTensor
 
 
@@ -33,9 +36,20 @@ class Work:
     inputs: Mapping[str, HostTensor]
     model: str = ""  # the registered name, "" for an operator given inline
     timings: Timings = field(default_factory=Timings)
+    # CUDA shared memory: the inputs' buffers may be the client's device memory (CuPy arrays),
+    # `sink` takes the output on the device, and `pin` keeps that memory registered while the
+    # device runs (even past the request's time limit).
+    sink: Any = None
+    pin: AbstractContextManager[Any] = field(default_factory=nullcontext)
     #: the registered descriptor `operator` was bound from (batch sizes may be -1); None for
     #: an operator given inline (a batcher takes only work of its own registration)
     registered: OperatorBase | None = None
+
+    @property
+    def in_device_memory(self) -> bool:
+        """Whether an input or the output lives in device memory (CUDA shared memory): then
+        only the device runs it, alone."""
+        return self.sink is not None or any(is_cupy_array(t.buffer) for t in self.inputs.values())
 
     @property
     def label(self) -> str:

@@ -20,6 +20,10 @@ class _BareImportGuard(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, _BareImportGuard())
 
+# Servers started by the tests (in process or as subprocesses, which inherit this) leave the
+# gRPC port closed unless a test asks for one: parallel runs must not contend for port 8001.
+os.environ.setdefault("DMLSERVE_GRPC_PORT", "0")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Under compute-sanitizer, CuPy's memory pool would hide out-of-bounds accesses that stay

@@ -142,6 +142,16 @@ __device__ __forceinline__ uint4 load16_unaligned(const unsigned char* src) {
                       __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
 }
 
+// Whether load16_unaligned(src) stays inside the buffer that starts at `base` and ends `end`
+// bytes later: its aligned 4-byte words may run up to 3 bytes past the 16 it returns, which
+// is past the buffer only in the last word of a buffer whose size is not a multiple of 4.
+template <typename T>
+__device__ __forceinline__ bool words_within(const T* src, const T* base, long long end) {
+    const unsigned long long a = (unsigned long long)src;
+    const unsigned long long last_word_end = (a + 16 + 3) & ~3ull;
+    return last_word_end <= (unsigned long long)base + (unsigned long long)end;
+}
+
 // The block's dynamic shared memory (16-byte aligned), as T.
 template <typename T>
 __device__ __forceinline__ T* dynamic_smem() {

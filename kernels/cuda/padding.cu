@@ -25,6 +25,7 @@ struct PadParams {
     long long in_stride[8];    // element strides of the collapsed input dims (0 = broadcast)
     long long total_chunks;    // rows * chunks_per_row
     unsigned long long value;  // CONSTANT value, its bytes in the low end
+    long long in_end;          // bytes from x to the end of the last element the input addresses
     int in_size[8];
     int out_size[8];
     int pad_lo[8];
@@ -138,7 +139,8 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
     if (fill) {
 #pragma unroll
         for (int i = 0; i < V; ++i) c.e[i] = value;
-    } else if (p.inner_contiguous && c0 >= lo && c0 + V <= lo + n) {
+    } else if (p.inner_contiguous && c0 >= lo && c0 + V <= lo + n &&
+               words_within(x + (src + (IDX)(c0 - lo)), x, p.in_end)) {
         c.v = load16_unaligned(reinterpret_cast<const unsigned char*>(x + (src + (IDX)(c0 - lo))));
     } else {
         const IDX step = (IDX)p.in_stride[R - 1];

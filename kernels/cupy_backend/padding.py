@@ -39,6 +39,7 @@ PARAMS = param_struct(
         ("in_stride", "<i8", MAX_RANK),
         ("total_chunks", "<i8", 0),
         ("value", "<u8", 0),
+        ("in_end", "<i8", 0),
         ("in_size", "<i4", MAX_RANK),
         ("out_size", "<i4", MAX_RANK),
         ("pad_lo", "<i4", MAX_RANK),
@@ -153,6 +154,10 @@ def _plan(
         any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
     )
     p["inner_contiguous"] = int(in_strides[-1] == 1)
+    # The last addressed byte lies after x by the positive strides only (negative ones point
+    # before it); an empty input addresses nothing.
+    last = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0)
+    p["in_end"] = 0 if 0 in shape else (last + 1) * itemsize
     p["chunks"] = chunks
 
     idx = index_type(shape, strides, math.prod(out_shape), total)

@@ -6,9 +6,10 @@ Every axis must fit the dilated window in its padded size; the window count per 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from ..errors import Loc
 from ..geometry import sliding_count
 from ._base import Errors
 from .operator import PerAxis
@@ -37,8 +38,12 @@ def window_counts(
     *,
     window_field: str,
     source: str,
+    window_loc: Callable[[int], Loc] | None = None,
 ) -> tuple[int, ...] | None:
-    """Windows per spatial axis, or None after naming each axis the window does not fit."""
+    """Windows per spatial axis, or None after naming each axis the window does not fit.
+
+    An error on axis `d` is at `window_loc(d)`, by default `(window_field, d)`.
+    """
     counts = []
     axes = zip(
         spatial, window, op.strides or (), op.dilations or (), op.start_padding or (),
@@ -48,7 +53,7 @@ def window_counts(
         n = sliding_count(s, k, st, dl, a, b)
         if n is None:
             errors.add(
-                (window_field, d),
+                window_loc(d) if window_loc else (window_field, d),
                 f"the dilated window, Dilations[{d}] * ({window_field}[{d}] - 1) + 1 = "
                 f"{dl * (k - 1) + 1}, must fit in the padded size {source}.Sizes[{d + 2}] + "
                 f"StartPadding[{d}] + EndPadding[{d}] = {s + a + b}",

@@ -37,6 +37,10 @@ class AveragePoolingOperator(OperatorBase):
         "dilations",
     )
     dimension_count_range: ClassVar[tuple[int, int]] = (1, 3)
+    tensor_layouts: ClassVar[Mapping[str, str]] = {
+        "InputTensor": "{ BatchCount, ChannelCount, [[Depth], Height], Width }",
+        "OutputTensor": "{ BatchCount, ChannelCount, [[Depth], Height], Width }",
+    }
 
     def infer_output(self, errors: Errors) -> TensorDesc | None:
         x = self.input_tensor

@@ -34,6 +34,15 @@ class ConvolutionIntegerOperator(WindowedOperator):
         "FilterZeroPointTensor",
     )
     dimension_count_range: ClassVar[tuple[int, int]] = (1, 2)
+    tensor_layouts: ClassVar[Mapping[str, str]] = {
+        "InputTensor": "{ BatchCount, InputChannelCount, [InputHeight], InputWidth }",
+        "FilterTensor": "{ OutputChannelCount, InputChannelCount / GroupCount, [FilterHeight], "
+        "FilterWidth }",
+        "InputZeroPointTensor": "{ 1, 1, 1, 1 } (one zero point)",
+        "FilterZeroPointTensor": "{ 1, 1, 1, 1 } or, per output channel, "
+        "{ 1, OutputChannelCount, 1, 1 }",
+        "OutputTensor": "{ BatchCount, OutputChannelCount, [OutputHeight], OutputWidth }",
+    }
 
     def structure_errors(self, errors: Errors) -> None:
         super().structure_errors(errors)
@@ -77,7 +86,7 @@ class ConvolutionIntegerOperator(WindowedOperator):
         self._zero_point_errors(filters, errors)
         out = window_counts(
             self, x.sizes[2:], w.sizes[2:], errors, window_field="FilterTensor.Sizes[2:]",
-            source="InputTensor",
+            source="InputTensor", window_loc=lambda d: ("FilterTensor", "Sizes", d + 2),
         )  # fmt: skip
         if out is None:
             return None

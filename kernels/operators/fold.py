@@ -25,6 +25,10 @@ class FoldOperator(WindowedOperator):
         *WindowedOperator.dimension_arrays,
     )
     dimension_count_range: ClassVar[tuple[int, int]] = (1, 6)
+    tensor_layouts: ClassVar[Mapping[str, str]] = {
+        "InputTensor": "{ BatchCount, ChannelCount * prod(WindowSizes), BlockCount }",
+        "OutputTensor": "{ BatchCount, ChannelCount, spatial... }",
+    }
     # the output's spatial sizes are known only from OutputTensor
     rank_tensors: ClassVar[tuple[str, ...]] = ("OutputTensor",)
 
@@ -40,8 +44,8 @@ class FoldOperator(WindowedOperator):
         if not errors.check(
             x.rank == 3,
             ("InputTensor", "Sizes"),
-            "FOLD's InputTensor is (N, C*prod(WindowSizes), BlockCount): 3 dimensions, "
-            f"got {x.rank}",
+            f"FOLD's InputTensor is {self.tensor_layouts['InputTensor']}: 3 dimensions, got "
+            f"{x.rank} (Sizes {list(x.sizes)})",
         ):
             return None
         blocks = window_counts(
@@ -52,7 +56,7 @@ class FoldOperator(WindowedOperator):
             return None
         window = math.prod(self.window_sizes)
         errors.check(
-            x.sizes[0] == y.sizes[0],
+            y.sizes[0] in (x.sizes[0], -1),  # a registered variable batch follows the input's
             ("InputTensor", "Sizes", 0),
             f"InputTensor.Sizes[0] ({x.sizes[0]}) must equal OutputTensor.Sizes[0] ({y.sizes[0]})",
         )

@@ -47,6 +47,11 @@ class PaddingOperator(OperatorBase):
     # every dimension is padded: DimensionCount is the input's rank
     rank_tensors: ClassVar[tuple[str, ...]] = ("InputTensor",)
     leading_axes: ClassVar[int] = 0
+    tensor_layouts: ClassVar[Mapping[str, str]] = {
+        "InputTensor": "{ Size0, Size1, ... }, every dimension padded (an image "
+        "{ BatchCount, ChannelCount, Height, Width } takes StartPadding { 0, 0, Top, Left })",
+        "OutputTensor": "InputTensor's Sizes plus StartPadding and EndPadding",
+    }
 
     def infer_output(self, errors: Errors) -> TensorDesc | None:
         x = self.input_tensor

@@ -25,6 +25,10 @@ class UnfoldOperator(WindowedOperator):
         *WindowedOperator.dimension_arrays,
     )
     dimension_count_range: ClassVar[tuple[int, int]] = (1, 6)
+    tensor_layouts: ClassVar[Mapping[str, str]] = {
+        "InputTensor": "{ BatchCount, ChannelCount, spatial... }",
+        "OutputTensor": "{ BatchCount, ChannelCount * prod(WindowSizes), BlockCount }",
+    }
 
     def infer_output(self, errors: Errors) -> TensorDesc | None:
         x = self.input_tensor

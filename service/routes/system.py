@@ -1,4 +1,4 @@
-"""Metrics and the API documentation (Swagger UI served from local files, no CDN)."""
+"""The landing page, metrics and the API documentation (Swagger UI from local files, no CDN)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import HTMLResponse, Response
 
+from dmlserve.service import landing
 from dmlserve.service.metrics import CONTENT_TYPE
 from dmlserve.service.state import StateDep
 
@@ -15,6 +16,11 @@ STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 SWAGGER_PREFIX = "/docs/static"
 
 router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+async def root(request: Request, state: StateDep) -> Response:
+    return landing.render(request, state)
 
 
 @router.get("/metrics")

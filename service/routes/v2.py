@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from dmlserve import __version__
 from dmlserve.service.body import read_body
 from dmlserve.service.errors import NotFoundError, UnavailableError
-from dmlserve.service.kserve import EXTENSIONS, VERSION, InferExchange, model_metadata
+from dmlserve.service.kserve import VERSION, InferExchange, model_metadata
+from dmlserve.service.kserve import server_metadata as kserve_server_metadata
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
@@ -43,8 +43,8 @@ async def ready(state: StateDep) -> Response:
 
 
 @router.get("", response_model=ServerMetadata, summary="Server metadata")
-async def server_metadata() -> Response:
-    return json_response({"name": "dmlserve", "version": __version__, "extensions": EXTENSIONS})
+async def server_metadata(state: StateDep) -> Response:
+    return json_response(kserve_server_metadata(state.shared_memory))
 
 
 def _model(state: StateDep, name: str, version: str | None) -> RegisteredOperator:
@@ -91,4 +91,8 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     state = state_of(request)
     reg = _model(state, name, version)
     body = await read_body(request, state.settings.max_request_bytes)
-    return await run(state, InferExchange(body, state.settings.max_tensor_bytes, reg))
+    exchange = InferExchange(body, state.settings.max_tensor_bytes, reg, state.shared_memory)
+    try:
+        return await run(state, exchange)
+    finally:
+        exchange.leases.release()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 from dmlserve import kernels
 from dmlserve.kernels import resolve
@@ -63,24 +66,24 @@ def test_variable_batch_only_when_registering_then_bound_at_execution() -> None:
         assert out.shape == (batch, 4, 3)
 
 
-def test_a_variable_batch_output_takes_the_input_batch_when_bound() -> None:
-    # FOLD names its output's sizes; the rules compare that batch with the input's.
-    op = {
-        "type": "FOLD",
-        "WindowSizes": [2],
-        "InputTensor": {"DataType": "INT16", "Sizes": [-1, 4, 3]},
-        "OutputTensor": {"DataType": "INT16", "Sizes": [-1, 2, 4]},
-    }
+@pytest.mark.parametrize("spec", list(kernels.OPERATORS.values()), ids=lambda s: s.type)
+def test_every_operator_registers_with_a_variable_batch(spec: Any) -> None:
+    """The warm-up example with -1 as the batch of InputTensor (and a given OutputTensor)."""
+    op = dict(spec.warmup.descriptor)
+    for name, d in spec.warmup.inputs.items():
+        op[name] = {"DataType": d.data_type.value, "Sizes": list(d.sizes)}
+    for name in ("InputTensor", "OutputTensor"):
+        if name in op:
+            op[name] = {**op[name], "Sizes": [-1, *op[name]["Sizes"][1:]]}
     registered = resolve(op, allow_batch_wildcard=True)
-    assert registered.output_tensor.sizes == (-1, 2, 4)
+    assert registered.output_tensor is not None and registered.output_tensor.sizes[0] == -1
     for batch in (1, 3):
-        x = np.arange(batch * 12, dtype=np.int16).reshape(batch, 4, 3)
-        out = kernels.execute(registered, {"InputTensor": x})["OutputTensor"]
-        assert out.shape == (batch, 2, 4)
-        fixed = {"type": "FOLD", "WindowSizes": [2],
-                 "OutputTensor": {"DataType": "INT16", "Sizes": [batch, 2, 4]}}  # fmt: skip
-        once = kernels.execute(fixed, {"InputTensor": x})["OutputTensor"]
-        np.testing.assert_array_equal(out, once, strict=True)
+        inputs = spec.warmup.zeros()
+        inputs["InputTensor"] = np.zeros(
+            (batch, *inputs["InputTensor"].shape[1:]), inputs["InputTensor"].dtype
+        )
+        out = kernels.execute(registered, inputs)["OutputTensor"]
+        assert out.shape == (batch, *registered.output_tensor.sizes[1:])
 
 
 def test_filter_cannot_have_variable_batch() -> None:

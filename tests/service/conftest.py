@@ -119,3 +119,32 @@ async def any_client(
     else:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
             yield c
+
+
+class TransportServer:
+    """A real server with gRPC on (and the operator samples registered, once)."""
+
+    def __init__(self, *flags: str) -> None:
+        self.grpc_port = free_port()
+        self.http = ServerProcess("--grpc-port", str(self.grpc_port), *flags)
+        self.url = self.http.url
+        self.http_address = self.url.removeprefix("http://")
+        self.grpc_address = f"127.0.0.1:{self.grpc_port}"
+
+    def stop(self) -> int:
+        code = self.http.stop()
+        Path(self.http.log.name).unlink(missing_ok=True)
+        return code
+
+
+@pytest.fixture(scope="session")
+def transport_server() -> Iterator[TransportServer]:
+    """One server for the shared-memory and gRPC tests, every operator sample registered."""
+    from tests.service.transports import register_samples
+
+    srv = TransportServer()
+    try:
+        register_samples(srv.url)
+        yield srv
+    finally:
+        srv.stop()

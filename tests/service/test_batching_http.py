@@ -1,17 +1,20 @@
-"""Dynamic batching over HTTP: the registration field, its rules, and concurrent requests to a
-real server joined into one execution."""
+"""Dynamic batching on real servers: the registration field and its rules, concurrent HTTP
+requests and gRPC calls joined into one execution, the policy in the model configuration."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
+import tritonclient.grpc as triton
 
-from tests.service.conftest import ServerProcess
+from tests.service.conftest import ServerProcess, TransportServer
 from tests.service.helpers import execute_request, read_outputs
 
 PAD = {
@@ -98,3 +101,36 @@ async def test_concurrent_requests_to_a_real_server_run_as_one_batch(
     assert _metric(metrics, "nv_inference_exec_count", name) == 1
     assert _metric(metrics, "nv_inference_count", name) == 4
     assert _metric(metrics, "nv_inference_request_success", name) == 3
+
+
+def test_grpc_shows_the_policy_and_batches_its_calls(transport_server: TransportServer) -> None:
+    name = "t-pad-batched-grpc"
+    batching = {"max_batch_size": 3, "max_queue_delay_us": 10_000_000, "preferred_batch_sizes": [3]}
+    r = httpx.post(transport_server.url + "/v1/operators",
+                   json={"name": name, "operator": PAD, "batching": batching})  # fmt: skip
+    assert r.status_code == 201, r.text
+    rng = np.random.default_rng(12)
+    xs = [rng.integers(-(2**15), 2**15, (n, 2, 3, 3), dtype=np.int16) for n in (2, 1)]
+    done: list[Future[Any]] = [Future(), Future()]
+    with triton.InferenceServerClient(transport_server.grpc_address) as client:
+        config = client.get_model_config(name).config
+        assert config.dynamic_batching.max_queue_delay_microseconds == 10_000_000
+        assert list(config.dynamic_batching.preferred_batch_size) == [3]
+        for x, future in zip(xs, done, strict=True):  # 2 + 1 items: one batch of 3
+            tensor = triton.InferInput("InputTensor", list(x.shape), "INT16")
+            tensor.set_data_from_numpy(x)
+            client.async_infer(name, [tensor], partial(_settle, future))
+        outs = [f.result(timeout=60).as_numpy("OutputTensor") for f in done]
+    for x, out in zip(xs, outs, strict=True):
+        expected = np.pad(x, [(0, 0), (0, 0), (1, 0), (0, 2)], mode="edge")
+        np.testing.assert_array_equal(out, expected, strict=True)
+    metrics = httpx.get(transport_server.url + "/metrics").text
+    assert _metric(metrics, "nv_inference_exec_count", name) == 1
+    assert _metric(metrics, "nv_inference_count", name) == 3
+
+
+def _settle(future: Future[Any], result: Any, error: Any) -> None:
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

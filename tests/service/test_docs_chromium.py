@@ -2,12 +2,13 @@
 
 Starts `dmlserve serve` in a subprocess, loads /docs in headless Debian Chromium and checks
 that Swagger UI (served by the app, not a CDN) fetched /openapi.json and rendered every
-operation. Skips only where Chromium is not installed (CI installs it: apt-get install
-chromium).
+operation, and that "Try it out" runs the request examples as they are. Skips only where
+Chromium is not installed (CI installs it: apt-get install chromium).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.service.devtools import Browser
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -109,3 +112,69 @@ def test_swagger_ui_renders_every_operation(server: str, tmp_path: Path) -> None
     )
     assert len(blocks) == operations
     assert spec["info"]["title"] in dom
+
+
+# Swagger UI as a user drives it: open the operation, "Try it out", pick each request example
+# in turn, "Execute", and read the server's response from the page. Every wait is on a change
+# of the page (a MutationObserver), never on time.
+TRY_EVERY_EXAMPLE = """
+async (path, method) => {
+  const waitFor = (find) => new Promise((resolve) => {
+    const hit = find();
+    if (hit) return resolve(hit);
+    const observer = new MutationObserver(() => {
+      const found = find();
+      if (found) { observer.disconnect(); resolve(found); }
+    });
+    observer.observe(document, {childList: true, subtree: true, attributes: true,
+                                characterData: true});
+  });
+  const summary = await waitFor(() => document.querySelector(
+    `.opblock-${method} .opblock-summary-path[data-path="${path}"]`));
+  const block = summary.closest('.opblock');
+  block.querySelector('.opblock-summary-control').click();
+  (await waitFor(() => block.querySelector('.try-out__btn'))).click();
+  const select = await waitFor(() => block.querySelector(
+    '.opblock-section-request-body .examples-select select'));
+  const setValue = Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, 'value').set;
+  const results = {};
+  for (const key of [...select.options].map((o) => o.value)) {
+    setValue.call(select, key);
+    select.dispatchEvent(new Event('change', {bubbles: true}));
+    const body = await waitFor(() => {
+      const area = block.querySelector('textarea.body-param__text');
+      return area && area.value.includes(`"type": "${key}"`) ? area.value : null;
+    });
+    const clear = block.querySelector('.btn-clear');
+    if (clear) {
+      clear.click();
+      await waitFor(() => !block.querySelector('.live-responses-table'));
+    }
+    block.querySelector('button.execute').click();
+    const status = await waitFor(() => block.querySelector(
+      '.live-responses-table .response .response-col_status'));
+    const shown = await waitFor(() => block.querySelector(
+      '.live-responses-table .response-col_description .highlight-code pre'));
+    results[key] = {sent: body, status: status.textContent.trim(), body: shown.textContent};
+  }
+  return results;
+}
+"""
+
+
+def test_try_it_out_runs_every_execute_example(server: str, tmp_path: Path) -> None:
+    """In the rendered /docs, each /v1/execute example runs as it is and shows a 200."""
+    spec = httpx.get(f"{server}/openapi.json", timeout=10).json()
+    content = spec["paths"]["/v1/execute"]["post"]["requestBody"]["content"]["application/json"]
+    examples = {key: example["value"] for key, example in content["examples"].items()}
+    assert CHROMIUM is not None
+    with Browser(CHROMIUM, tmp_path / "profile") as browser:
+        browser.open(f"{server}/docs")
+        results = browser.run(TRY_EVERY_EXAMPLE, "/v1/execute", "post")
+    assert set(results) == set(examples)
+    for key, shown in results.items():
+        assert shown["status"] == "200", (key, shown)
+        # the page sent the example unchanged, and showed what the server computes for it
+        assert json.loads(shown["sent"]) == examples[key]
+        direct = httpx.post(f"{server}/v1/execute", json=examples[key], timeout=30)
+        assert json.loads(shown["body"]) == direct.json()

@@ -17,7 +17,7 @@ def test_padding_dimension_count_must_equal_rank() -> None:
         {"type": "PADDING", "StartPadding": [1], "EndPadding": [1]},
         {"InputTensor": desc("INT8", 2, 2)},
     )
-    assert locs(errs) == [("DimensionCount",)]
+    assert locs(errs) == [("StartPadding",)]
 
 
 @pytest.mark.parametrize(

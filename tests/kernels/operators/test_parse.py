@@ -44,10 +44,11 @@ def test_snake_case_construction_equals_wire_parsing() -> None:
         ({"type": "PADDING", "PaddingMode": "MIRROR"}, ("PaddingMode",)),
         ({"type": "UNFOLD", "WindowSizes": [2, 0]}, ("WindowSizes", 1)),
         ({"type": "UNFOLD", "WindowSizes": [2, 2], "Strides": [1]}, ("Strides",)),
-        ({"type": "FOLD", "WindowSizes": [1] * 7}, ("DimensionCount",)),
+        ({"type": "FOLD", "WindowSizes": [1] * 7}, ("WindowSizes",)),
         ({"type": "UNFOLD", "WindowSizes": [2], "DimensionCount": 2}, ("WindowSizes",)),
         ({"type": "PADDING", "StartPadding": [-1], "EndPadding": [0]}, ("StartPadding", 0)),
-        ({"type": "AVERAGE_POOLING", "WindowSize": [2, 2, 2, 2]}, ("DimensionCount",)),
+        ({"type": "AVERAGE_POOLING", "WindowSize": [2, 2, 2, 2]}, ("WindowSize",)),
+        ({"type": "AVERAGE_POOLING", "WindowSize": [2], "DimensionCount": 4}, ("DimensionCount",)),
         ({"type": "CONVOLUTION_INTEGER", "GroupCount": 0}, ("GroupCount",)),
         (
             {"type": "PADDING", "InputTensor": {"DataType": "BOOL", "Sizes": [1]}},
