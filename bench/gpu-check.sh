@@ -74,7 +74,7 @@ if has racecheck; then
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi
 if has service-tests; then
-  step service-gpu-tests 120 "${parallel[@]}" -m gpu tests/service tests/clients \
+  step service-gpu-tests 300 "${parallel[@]}" -m gpu tests/service tests/clients \
     --ignore=tests/service/test_cuda_shm.py --ignore=tests/service/test_perf_analyzer_transports.py
   step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
 fi
