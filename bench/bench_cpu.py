@@ -38,6 +38,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 from dmlserve.kernels import cpu, reference  # noqa: E402
+from dmlserve.kernels.geometry import Window  # noqa: E402
 
 Fn = Callable[[], Any]
 
@@ -104,7 +105,7 @@ def padding_case(shape: tuple[int, ...], mode: str, pads: tuple[int, int], t: in
 def pooling_case(shape: tuple[int, ...], k: int, s: int, p: int, t: int) -> Case:
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape, dtype=np.float32)
-    geo = ((k, k), (s, s), (1, 1), (p, p), (p, p))
+    window = Window((k, k), (s, s), (1, 1), (p, p), (p, p))
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[k, k], strides=[s, s],
                             pads=[p, p, p, p], count_include_pad=1)  # fmt: skip
     sess = ort_session([node], [vinfo("x", F32)], [vinfo("y", F32)], [], 19, t)
@@ -112,8 +113,8 @@ def pooling_case(shape: tuple[int, ...], k: int, s: int, p: int, t: int) -> Case
     return Case(
         f"AVERAGE_POOLING {k}×{k} s{s} p{p} {'×'.join(map(str, shape))} fp32",
         "AVERAGE_POOLING",
-        lambda: cpu.average_pooling(x, *geo, True),
-        lambda: reference.average_pooling(x, *geo, True),
+        lambda: cpu.average_pooling(x, window, True),
+        lambda: reference.average_pooling(x, window, True),
         {
             "ORT": lambda: sess.run(None, {"x": x})[0],
             "torch": lambda: F.avg_pool2d(xt, k, s, p, count_include_pad=True),
@@ -125,7 +126,7 @@ def pooling_case(shape: tuple[int, ...], k: int, s: int, p: int, t: int) -> Case
 
 def fold_case(n: int, c: int, size: int, t: int) -> Case:
     rng = np.random.default_rng(3)
-    geo = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    window = Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     cols = rng.standard_normal((n, c * 9, size * size), dtype=np.float32)
     image = helper.make_tensor("image_shape", I64, [2], [size, size])
     block = helper.make_tensor("block_shape", I64, [2], [3, 3])
@@ -136,8 +137,8 @@ def fold_case(n: int, c: int, size: int, t: int) -> Case:
     return Case(
         f"FOLD 3×3 p1 → {n}×{c}×{size}×{size} fp32",
         "FOLD",
-        lambda: cpu.fold(cols, (size, size), *geo),
-        lambda: reference.fold(cols, (size, size), *geo),
+        lambda: cpu.fold(cols, (size, size), window),
+        lambda: reference.fold(cols, (size, size), window),
         {
             "ORT": lambda: sess.run(None, {"x": cols})[0],
             "torch": lambda: F.fold(ct, (size, size), 3, padding=1),
@@ -148,14 +149,14 @@ def fold_case(n: int, c: int, size: int, t: int) -> Case:
 
 def unfold_case(n: int, c: int, size: int, t: int) -> Case:
     rng = np.random.default_rng(4)
-    geo = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    window = Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     x = rng.standard_normal((n, c, size, size), dtype=np.float32)
     xt = torch.from_numpy(x)
     return Case(
         f"UNFOLD 3×3 p1 {n}×{c}×{size}×{size} fp32",
         "UNFOLD",
-        lambda: cpu.unfold(x, *geo),
-        lambda: reference.unfold(x, *geo),
+        lambda: cpu.unfold(x, window),
+        lambda: reference.unfold(x, window),
         {"torch": lambda: F.unfold(xt, 3, padding=1)},  # ONNX has no Im2Col
         peer_exact={"torch": True},
     )

@@ -37,6 +37,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from dmlserve.kernels.geometry import Window  # noqa: E402
+
 PAD = importlib.import_module("dmlserve.kernels.cupy_backend.padding")
 UNFOLD = importlib.import_module("dmlserve.kernels.cupy_backend.unfold")
 FOLD = importlib.import_module("dmlserve.kernels.cupy_backend.fold")
@@ -222,12 +224,12 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         n, c, h, w = shape
         oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         cols = n * c * k * k * oh * ow
-        geo = ((k, k), (s, s), (1, 1), (p, p), (p, p))
+        window = Window((k, k), (s, s), (1, 1), (p, p), (p, p))
         add(
             f"unfold {label}",
             shape,
             np.float32,
-            lambda x: UNFOLD.unfold(x, *geo),
+            lambda x: UNFOLD.unfold(x, window),
             lambda t: F.unfold(t, k, dilation=1, padding=p, stride=s),
             cols,
         )
@@ -235,7 +237,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
             f"fold {label}",
             (n, c * k * k, oh * ow),
             np.float32,
-            lambda x: FOLD.fold(x, (h, w), *geo),
+            lambda x: FOLD.fold(x, (h, w), window),
             lambda t: F.fold(t, (h, w), k, dilation=1, padding=p, stride=s),
             n * c * h * w,
             rtol=1e-5,
@@ -258,12 +260,12 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         dims = len(shape) - 2
         outs = [(n + 2 * p - k) // s + 1 for n in shape[2:]]
         pool = F.avg_pool2d if dims == 2 else F.avg_pool3d
-        geo = ((k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims, True)
+        window = Window((k,) * dims, (s,) * dims, (1,) * dims, (p,) * dims, (p,) * dims)
         add(
             f"avgpool{dims}d k{k}s{s}p{p} {'x'.join(map(str, shape))}{tag(path)}",
             shape,
             dtype,
-            lambda x: POOL.average_pooling_on(path, x, *geo),
+            lambda x: POOL.average_pooling_on(path, x, window, True),
             lambda t: pool(t, k, s, p, ceil_mode=False, count_include_pad=True),
             shape[0] * shape[1] * math.prod(outs),
             rtol=1e-5 if dtype == np.float32 else 2e-3,
@@ -293,12 +295,12 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         lambda t: F.pad(t, (1, 1, 1, 1), mode="constant", value=0),
         1 * 3 * 34 * 34,
     )
-    geo3 = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    window3 = Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     add(
         "small unfold 3x3 1x3x32x32",
         small,
         np.float32,
-        lambda x: UNFOLD.unfold(x, *geo3),
+        lambda x: UNFOLD.unfold(x, window3),
         lambda t: F.unfold(t, 3, dilation=1, padding=1, stride=1),
         27 * 1024,
     )
@@ -306,7 +308,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         "small fold 3x3 1x3x32x32",
         (1, 27, 1024),
         np.float32,
-        lambda x: FOLD.fold(x, (32, 32), *geo3),
+        lambda x: FOLD.fold(x, (32, 32), window3),
         lambda t: F.fold(t, (32, 32), 3, dilation=1, padding=1, stride=1),
         3 * 1024,
         rtol=1e-5,
@@ -315,7 +317,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         "small avgpool2d k3s1p1 1x3x32x32",
         small,
         np.float32,
-        lambda x: POOL.average_pooling(x, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), True),
+        lambda x: POOL.average_pooling(x, window3, True),
         lambda t: F.avg_pool2d(t, 3, 1, 1, ceil_mode=False, count_include_pad=True),
         3 * 1024,
         rtol=1e-5,

@@ -5,9 +5,11 @@
 # service benchmark with the CuPy backend, and the transports (CUDA shared memory, gRPC).
 #   OUT=some/dir bench/gpu-check.sh [STAGE...]   (default: tests bench)
 #   stages: tests = kernel-tests memcheck racecheck service-tests transport-tests;
-#           bench = memory-bench conv-bench service-bench transport-bench
+#           bench = memory-bench conv-bench service-bench transport-bench perf-analyzer
 #           (kernel-bench = the first two);
 #           ncu (not in the defaults).
+#   perf-analyzer runs Triton's perf_analyzer against the service on the CuPy backend; with
+#   no network, put its wheel in .whl/ first (see tests/tools/perf-analyzer).
 #   Independent stages may run at once in separate invocations with separate OUT folders
 #   (the sanitizers beside kernel-tests, say); the benchmarks and ncu want the GPU alone.
 #   Logs, JSON and markdown land in $OUT; a summary table is printed last.
@@ -42,7 +44,7 @@ step() {
 
 stages=" ${*:-tests bench} "
 stages=${stages/ tests / kernel-tests memcheck racecheck service-tests transport-tests }
-stages=${stages/ bench / memory-bench conv-bench service-bench transport-bench }
+stages=${stages/ bench / memory-bench conv-bench service-bench transport-bench perf-analyzer }
 stages=${stages/ kernel-bench / memory-bench conv-bench }
 pytest=(python3 -m pytest -q -p no:cacheprovider -o addopts=-ra)
 # xdist spreads the plain test runs (and their first-use kernel compiles) over the host's
@@ -107,6 +109,10 @@ if has service-bench; then
 fi
 if has transport-bench; then
   step bench-transport 400 python3 bench/transport.py --backend cupy --output "$out/transport-gpu.md"
+fi
+if has perf-analyzer; then
+  step perf-analyzer 400 python3 bench/perf_analyzer.py --backend cupy \
+    --output "$out/perf-analyzer-gpu.md"
 fi
 
 echo

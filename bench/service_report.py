@@ -40,15 +40,23 @@ def machine() -> dict[str, str]:
     return info
 
 
-def report(res: dict[str, Any]) -> str:
+def header(title: str, res: dict[str, Any], software: str = "") -> list[str]:
+    """A report's title and the lines every benchmark puts first: machine (`res["machine"]`
+    from `machine()`), software (then `software`), date and command."""
     m = res["machine"]
-    out = [
-        "# dmlserve service benchmark",
+    return [
+        f"# {title}",
         "",
         f"- machine: {m['cpu']}" + (f"; GPU {m['gpu']}" if "gpu" in m else ""),
-        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}",
+        f"- software: {m['os']}, Python {m['python']}, NumPy {m['numpy']}{software}",
         f"- date: {res['date']}",
         f"- command: `{res['command']}`",
+    ]
+
+
+def report(res: dict[str, Any]) -> str:
+    out = [
+        *header("dmlserve service benchmark", res),
         f"- dmlserve backend: `{res['backend']}`; bare = FastAPI + uvicorn doing the same NumPy "
         "work inline (bench/bare_app.py)",
         "- client and servers share this machine's cores: absolute numbers are a floor",

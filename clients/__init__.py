@@ -8,29 +8,12 @@
 Importing this package needs neither FastAPI nor CuPy.
 """
 
+from . import _exceptions
 from ._async_client import AsyncClient, AsyncRegisteredOperator
 from ._base import backoff_delay, operator_json, parse_retry_after
 from ._client import Client, RegisteredOperator
 from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
-from ._exceptions import (
-    APIConnectionError,
-    APIError,
-    APIResponseValidationError,
-    APIStatusError,
-    APITimeoutError,
-    AuthenticationError,
-    BadRequestError,
-    DmlserveError,
-    GatewayTimeoutError,
-    InternalServerError,
-    NotFoundError,
-    PayloadTooLargeError,
-    PermissionDeniedError,
-    RateLimitError,
-    ServiceUnavailableError,
-    UnprocessableEntityError,
-    UnsupportedMediaTypeError,
-)
+from ._exceptions import *  # noqa: F403 - the error classes, listed once in _exceptions
 
 __all__ = [
     "Client",
@@ -39,24 +22,8 @@ __all__ = [
     "AsyncRegisteredOperator",
     "DEFAULT_TIMEOUT",
     "DEFAULT_MAX_RETRIES",
-    "DmlserveError",
-    "APIError",
-    "APIConnectionError",
-    "APITimeoutError",
-    "APIResponseValidationError",
-    "APIStatusError",
-    "BadRequestError",
-    "AuthenticationError",
-    "PermissionDeniedError",
-    "NotFoundError",
-    "PayloadTooLargeError",
-    "UnsupportedMediaTypeError",
-    "UnprocessableEntityError",
-    "RateLimitError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "GatewayTimeoutError",
     "backoff_delay",
     "operator_json",
     "parse_retry_after",
 ]
+__all__ += _exceptions.__all__

@@ -10,7 +10,6 @@ import anyio
 import httpx
 
 from ._base import BaseClient, OperatorLike, RequestSpec
-from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ._framing import Encoding, NDArray
 from ._helpers import ArrayLike, AsyncOperatorMethods
 
@@ -26,27 +25,8 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
     transport); the client closes only an httpx client it created itself.
     """
 
-    def __init__(
-        self,
-        base_url: str | httpx.URL,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        http_client: httpx.AsyncClient | None = None,
-        *,
-        encoding: Encoding = "binary",
-        default_headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            encoding=encoding,
-            default_headers=default_headers,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=timeout)
+    def _new_http(self, timeout: float | httpx.Timeout | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -73,19 +53,16 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
         attempt = 0
         while True:
             request = self._build_request(spec, request_id)
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.send(request)
+                outcome = await self._http.send(request)
             except httpx.TransportError as err:
-                if not self._should_retry_error(spec, err, attempt):
-                    raise self._transport_error(err, request) from err
-                delay = self._retry_delay(attempt, None)
-                self._log_retry(request, delay, type(err).__name__)
-            else:
-                if not self._should_retry_response(spec, response, attempt):
-                    return self._process_response(spec, response, parse)
-                delay = self._retry_delay(attempt, response)
-                self._log_retry(request, delay, str(response.status_code))
-                await response.aclose()
+                outcome = err
+            delay = self._next_delay(spec, request, outcome, attempt)
+            if delay is None:
+                return self._outcome(spec, request, outcome, parse)
+            if isinstance(outcome, httpx.Response):
+                await outcome.aclose()
             await anyio.sleep(delay)
             attempt += 1
 
@@ -108,15 +85,22 @@ class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
     # ---- registry ------------------------------------------------------------------------
 
     async def register(
-        self, operator: OperatorLike, name: str | None = None
+        self,
+        operator: OperatorLike,
+        name: str | None = None,
+        *,
+        constants: Mapping[str, ArrayLike] | None = None,
+        batching: Mapping[str, Any] | None = None,
     ) -> AsyncRegisteredOperator:
         """Register (validate, resolve, compile once) an operator; returns its handle.
 
-        Registering the same descriptor again returns the same name.
+        `constants` binds inputs at registration (e.g. `{"FilterTensor": w}`): they are kept
+        by the service and left out of every `execute`. `batching` (`max_batch_size`,
+        `max_queue_delay_us`, optional `preferred_batch_sizes`) turns on dynamic batching.
+        Registering the same operator and constants again returns the same name.
         """
-        registered, resolved = await self._request(
-            self._register_request(operator, name), self._parse_registration
-        )
+        spec = self._register_request(operator, name, constants, batching)
+        registered, resolved = await self._request(spec, self._parse_registration)
         return AsyncRegisteredOperator(self, registered, resolved)
 
     async def get_operator(self, name: str) -> AsyncRegisteredOperator:

@@ -24,6 +24,8 @@ from dmlserve.kernels import OperatorBase
 
 from ._constants import (
     BINARY_HEADER_LENGTH,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
     INITIAL_RETRY_DELAY,
     MAX_RETRY_AFTER,
     MAX_RETRY_DELAY,
@@ -84,18 +86,16 @@ def operator_json(operator: object) -> dict[str, Any]:
 class BaseClient(Generic[_HttpT]):
     """Configuration and all I/O-free logic of the twin clients."""
 
-    _http: _HttpT
-    _owns_http: bool
-
     def __init__(
         self,
         base_url: str | httpx.URL,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: _HttpT | None = None,
         *,
-        api_key: str | None,
-        timeout: float | httpx.Timeout | None,
-        max_retries: int,
-        encoding: Encoding,
-        default_headers: Mapping[str, str] | None,
+        encoding: Encoding = "binary",
+        default_headers: Mapping[str, str] | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 (no retries) or more")
@@ -111,6 +111,12 @@ class BaseClient(Generic[_HttpT]):
         self.max_retries = max_retries
         self.encoding: Encoding = encoding
         self._default_headers = dict(default_headers or {})
+        self._owns_http = http_client is None
+        self._http: _HttpT = http_client if http_client is not None else self._new_http(timeout)
+
+    def _new_http(self, timeout: float | httpx.Timeout | None) -> _HttpT:
+        """The httpx client this client creates (and closes) when none is injected."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         # Never the API key: reprs end up in logs and tracebacks.
@@ -148,19 +154,26 @@ class BaseClient(Generic[_HttpT]):
         encoding: Encoding | None,
     ) -> RequestSpec:
         encoding = encoding or self.encoding
-        tensors: dict[str, Any] = {}
-        buffers = []
-        for name, value in inputs.items():
-            tensors[name], buffer = encode_tensor(value, encoding)
-            if buffer is not None:
-                buffers.append(buffer)
         payload: dict[str, Any] = {}
         if operator is not None:
             payload["operator"] = operator_json(operator)
-        payload["inputs"] = tensors
+        payload["inputs"], buffers = self._tensors(inputs, encoding)
         payload["output_encoding"] = "binary" if encoding == "binary" else "b64"
         content, headers = encode_body(payload, buffers, encoding)
         return RequestSpec("POST", path, content, headers)
+
+    @staticmethod
+    def _tensors(
+        arrays: Mapping[str, ArrayLike], encoding: Encoding
+    ) -> tuple[dict[str, Any], list[memoryview]]:
+        """Wire tensors by name, and the binary bytes that follow the JSON, in its order."""
+        tensors: dict[str, Any] = {}
+        buffers = []
+        for name, value in arrays.items():
+            tensors[name], buffer = encode_tensor(value, encoding)
+            if buffer is not None:
+                buffers.append(buffer)
+        return tensors, buffers
 
     def _json_request(self, method: str, path: str, payload: Mapping[str, Any]) -> RequestSpec:
         content, headers = encode_body(payload, [], "json")
@@ -170,11 +183,23 @@ class BaseClient(Generic[_HttpT]):
     def _operator_path(name: str, suffix: str = "") -> str:
         return f"v1/operators/{quote(name, safe='')}{suffix}"
 
-    def _register_request(self, operator: OperatorLike, name: str | None) -> RequestSpec:
+    def _register_request(
+        self,
+        operator: OperatorLike,
+        name: str | None,
+        constants: Mapping[str, ArrayLike] | None = None,
+        batching: Mapping[str, Any] | None = None,
+    ) -> RequestSpec:
         payload: dict[str, Any] = {"operator": operator_json(operator)}
         if name is not None:
             payload["name"] = name
-        return self._json_request("POST", "v1/operators", payload)
+        buffers: list[memoryview] = []
+        if constants:
+            payload["constants"], buffers = self._tensors(constants, self.encoding)
+        if batching is not None:
+            payload["batching"] = dict(batching)
+        content, headers = encode_body(payload, buffers, self.encoding if buffers else "json")
+        return RequestSpec("POST", "v1/operators", content, headers)
 
     # ---- responses -----------------------------------------------------------------------
 
@@ -221,6 +246,38 @@ class BaseClient(Generic[_HttpT]):
         return response.is_success
 
     # ---- retries -------------------------------------------------------------------------
+
+    def _next_delay(
+        self,
+        spec: RequestSpec,
+        request: httpx.Request,
+        outcome: httpx.Response | httpx.TransportError,
+        attempt: int,
+    ) -> float | None:
+        """Seconds to wait before sending attempt number `attempt + 1` after `outcome` (a
+        response or a transport failure), or None when `outcome` ends the call."""
+        if isinstance(outcome, httpx.TransportError):
+            if not self._should_retry_error(spec, outcome, attempt):
+                return None
+            delay, why = self._retry_delay(attempt, None), type(outcome).__name__
+        else:
+            if not self._should_retry_response(spec, outcome, attempt):
+                return None
+            delay, why = self._retry_delay(attempt, outcome), str(outcome.status_code)
+        self._log_retry(request, delay, why)
+        return delay
+
+    def _outcome(
+        self,
+        spec: RequestSpec,
+        request: httpx.Request,
+        outcome: httpx.Response | httpx.TransportError,
+        parse: Callable[[httpx.Response], _T],
+    ) -> _T:
+        """What the call returns after its last `outcome`, or the error that outcome means."""
+        if isinstance(outcome, httpx.TransportError):
+            raise self._transport_error(outcome, request) from outcome
+        return self._process_response(spec, outcome, parse)
 
     def _should_retry_response(
         self, spec: RequestSpec, response: httpx.Response, attempt: int

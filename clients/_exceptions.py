@@ -9,6 +9,7 @@ import httpx
 
 from ._constants import REQUEST_ID_HEADER
 
+# The package re-exports exactly these: make_status_error stays internal.
 __all__ = [
     "DmlserveError",
     "APIError",
@@ -27,7 +28,6 @@ __all__ = [
     "InternalServerError",
     "ServiceUnavailableError",
     "GatewayTimeoutError",
-    "make_status_error",
 ]
 
 

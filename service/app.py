@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,8 +20,9 @@ from dmlserve.service import landing
 from dmlserve.service.compression import Compression
 from dmlserve.service.examples import add_examples
 from dmlserve.service.observability import RequestContextMiddleware
+from dmlserve.service.repository import ModelRepository, RepositoryError
 from dmlserve.service.responses import install_error_handlers
-from dmlserve.service.routes import shm, system, v1, v2
+from dmlserve.service.routes import repository, shm, system, v1, v2
 from dmlserve.service.routes._route import DirectRoutes
 from dmlserve.service.schemas import (
     ExecuteRequest,
@@ -56,20 +59,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service. Start-up work (backend choice, warm-up) runs in the lifespan."""
     settings = settings or get_settings()
     state = ServiceState(settings)
+    if settings.model_repository is not None:
+        state.repository = ModelRepository(
+            settings.model_repository, settings.model_control, settings
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             await state.start()
-        except BackendUnavailableError as exc:
+        except (BackendUnavailableError, RepositoryError) as exc:
             logger.error("start-up failed", extra={"reason": str(exc)})
             raise StartupError(str(exc)) from exc
         grpc_server = await _start_grpc(state)
         logger.info("ready", extra={"backend": state.device.name if state.device else None})
+        poller = None
+        if state.repository is not None and settings.model_control == "poll":
+            # A plain task, not a task group: the lifespan may end in another task than it began.
+            poller = asyncio.create_task(state.repository.poll_forever(state))
         try:
             yield
         finally:
             state.ready = False
+            if poller is not None:
+                poller.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poller
             if grpc_server is not None:
                 await grpc_server.stop(settings.shutdown_timeout_s)
             state.shared_memory.close()
@@ -95,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v2.health)
     app.include_router(v2.router)
     app.include_router(shm.router)
+    app.include_router(repository.router)
     app.include_router(system.router)
     app.mount(system.SWAGGER_PREFIX, StaticFiles(directory=system.STATIC_DIR / "swagger-ui"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -1,21 +1,23 @@
 """Dynamic batching: concurrent requests for one registered operator run as one execution.
 
-A model registered with a `batching` policy (its InputTensor and OutputTensor have a -1 batch)
-gets a `Batcher`. Its requests queue in arrival order. A batch is due when the queued items
-reach `max_batch_size` or a preferred batch size, or when the oldest request has waited
-`max_queue_delay_us`; it then waits for a compute slot, and takes whoever has arrived by then:
-under load, batches grow while the slots are busy. The requests' inputs are concatenated along
-the batch axis, run as one `Work` under one slot, and the output is split back: each request
-gets the rows of its own inputs. Every operator computes each batch item on its own, so those
-bytes are an unbatched run's.
+A model registered with `batching` (every input a request sends, and the output, have a -1
+batch; constants are bound at registration) gets a `Batcher`. Its requests queue in arrival
+order. A batch is due when the queued items reach `max_batch_size` or a preferred batch size,
+or when the oldest request has waited `max_queue_delay_us`; it then waits for a compute slot,
+and takes whoever has arrived by then: under load, batches grow while the slots are busy. The
+requests' inputs are concatenated along the batch axis (the constants are the same for all),
+run as one `Work` under one slot, and the output is split back: each request gets the rows of
+its own inputs. Every operator computes each batch item on its own, so those bytes are an
+unbatched run's.
 
 Limits keep their meanings. Each queued request counts against `max_queue` (429 when full). Each
 has its own time limit, from queueing on (504): past it, the request leaves the queue, or the
 result of a batch already running, which goes on for the others and frees its slot when done;
 a cancelled request (its client gone) is dropped the same way. A batch never holds more than
 `max_batch_size` items nor more than `max_output_bytes` of output; a request larger than
-`max_batch_size` runs on its own, unbatched. Metrics: each request is observed as any other
-(its items counted), the execution once per batch.
+`max_batch_size`, or one whose tensors are in device memory (CUDA shared memory), runs on its
+own, unbatched. Metrics: each request is observed as any other (its items counted); one of a
+batch's requests carries the execution (`Work.executions`, with the batch's size).
 
 Time comes from a `Clock`: the event loop's, or in tests one they advance by hand.
 """
@@ -25,29 +27,22 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable, Collection, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from dmlserve.kernels import OperatorBase
+from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.wire import HostTensor, Layout
 from dmlserve.service.cost import placement
 from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
+from dmlserve.service.schemas import Batching
 from dmlserve.service.work import Outcome, Timings, Work
 
 if TYPE_CHECKING:
+    from dmlserve.service.registry import RegisteredOperator
     from dmlserve.service.state import ServiceState
-
-
-@dataclass(frozen=True)
-class BatchPolicy:
-    """When a model's queued requests run (Triton's `dynamic_batching`)."""
-
-    max_batch_size: int
-    max_queue_delay_us: int = 0
-    preferred_batch_sizes: tuple[int, ...] = ()
 
 
 class Timer(Protocol):
@@ -79,20 +74,12 @@ def batch_size(work: Work) -> int:
     return out.sizes[0]
 
 
-def batchable(op: OperatorBase) -> bool:
-    """Whether a registered descriptor can batch: every input a request sends, and the
-    output, have a -1 batch."""
-    descs = op.tensor_descs()
-    return all(
-        name in descs and descs[name].has_wildcard_batch
-        for name in (*op.input_names, "OutputTensor")
-    )
-
-
-def concatenated(members: list[Work]) -> dict[str, HostTensor]:
-    """The members' inputs joined along the batch axis (packed, row-major)."""
-    joined: dict[str, HostTensor] = {}
-    for name, first in members[0].inputs.items():
+def concatenated(members: list[Work], batched: Collection[str]) -> dict[str, HostTensor]:
+    """The members' inputs: those in `batched` joined along the batch axis (packed, row-major),
+    the others (constants, the same in every member) as the first member has them."""
+    joined = dict(members[0].inputs)
+    for name in batched:
+        first = joined[name]
         array = np.concatenate([w.inputs[name].view() for w in members], axis=0)
         joined[name] = HostTensor(first.data_type, array.shape, None, array.reshape(-1))
     return joined
@@ -132,18 +119,14 @@ def _nothing() -> None:
 class Batcher:
     """The queue and the batches of one registered operator."""
 
-    def __init__(
-        self,
-        state: ServiceState,
-        name: str,
-        operator: OperatorBase,
-        policy: BatchPolicy,
-        clock: Clock,
-    ) -> None:
+    def __init__(self, state: ServiceState, reg: RegisteredOperator, clock: Clock) -> None:
+        assert reg.batching is not None
         self.state = state
-        self.name = name
-        self.operator = operator  # as registered: the batch sizes are -1
-        self.policy = policy
+        self.name = reg.name
+        self.operator = reg.operator  # as registered: the batch sizes are -1
+        self.policy: Batching = reg.batching
+        self.preferred = frozenset(reg.batching.preferred_batch_sizes or ())
+        self.batched = tuple(reg.inputs)  # the inputs a request sends (the rest: constants)
         self.clock = clock
         self._queue: collections.deque[_Entry] = collections.deque()
         self._items = 0
@@ -157,12 +140,11 @@ class Batcher:
         return len(self._queue)
 
     def accepts(self, work: Work) -> bool:
-        """Whether `work` was bound from this registration and fits in a batch (work in device
-        memory runs alone)."""
+        """Whether `work` fits in a batch (work in device memory runs alone)."""
         return (
-            work.registered is self.operator
-            and batch_size(work) <= self.policy.max_batch_size
-            and not work.in_device_memory
+            batch_size(work) <= self.policy.max_batch_size
+            and work.sink is None
+            and not any(is_cupy_array(work.inputs[n].buffer) for n in self.batched)
         )
 
     async def submit(self, work: Work, on_dequeue: Callable[[], None] = _nothing) -> Outcome:
@@ -190,7 +172,7 @@ class Batcher:
                 self._drop(entry)
             entry.future.cancel()  # a batch running it skips it
         device = self.state.require_ready()
-        return Outcome(work, output, device.name, executions=0)
+        return Outcome(work, output, device.name)
 
     def _expire(self, entry: _Entry) -> None:
         """The request's time limit: it leaves the queue, or its batch's result."""
@@ -264,7 +246,7 @@ class Batcher:
 
     def _preferred_prefix(self) -> int:
         """The most queued requests, oldest first, whose items make a preferred batch size."""
-        preferred, best, items = self.policy.preferred_batch_sizes, 0, 0
+        preferred, best, items = self.preferred, 0, 0
         if not preferred:
             return 0
         for i, entry in enumerate(self._queue):
@@ -315,10 +297,15 @@ class Batcher:
             for entry in entries:
                 entry.future.cancel()
             raise
-        self.state.metrics.executed(self.name)
+        # The execution counts once, with the batch's size: on the first request still waiting.
+        carrier = next((e for e in entries if not e.future.done()), None)
+        items = sum(e.items for e in entries)
         for entry, part in zip(entries, split(output, members), strict=True):
-            entry.work.timings.transfer = timings.transfer
-            entry.work.timings.compute = timings.compute
+            work = entry.work
+            work.timings.transfer = timings.transfer
+            work.timings.transfer_out = timings.transfer_out
+            work.timings.compute = timings.compute
+            work.executions, work.execution_batch = (1, items) if entry is carrier else (0, 0)
             if not entry.future.done():
                 entry.future.set_result(part)
 
@@ -329,46 +316,53 @@ class Batcher:
         if len(members) == 1:
             work = members[0]  # a batch of one runs as it was bound
             input_bytes = sum(t.buffer.nbytes for t in work.inputs.values())
-            on_host, inline = placement(device, state.settings, work.operator, input_bytes)
+            host_data = not work.in_device_memory
+            on_host, inline = placement(
+                device, state.settings, work.operator, input_bytes, host_data=host_data
+            )
             run_one = functools.partial(device.run, work, on_host=on_host)
             return await limiter.run_acquired(run_one, token, inline=inline), work.timings
-        layouts = {
-            name: Layout(t.data_type, (sum(batch_size(w) for w in members), *t.sizes[1:]), None)
-            for name, t in members[0].inputs.items()
-        }
+        first = members[0]
+        items = sum(batch_size(w) for w in members)
+        layouts: dict[str, Layout] = dict(first.inputs)
+        for name in self.batched:
+            t = first.inputs[name]
+            layouts[name] = Layout(t.data_type, (items, *t.sizes[1:]), None)
         op = state.resolved.bind(self.operator, layouts)
         input_bytes = sum(layout.nbytes for layout in layouts.values())
-        on_host, inline = placement(device, state.settings, op, input_bytes)
+        host_data = not first.in_device_memory  # a constant kept on the GPU
+        on_host, inline = placement(device, state.settings, op, input_bytes, host_data=host_data)
         batch = Work(op, {}, self.name)
 
         def run() -> np.ndarray:
-            batch.inputs = concatenated(members)  # in the worker thread, unless tiny
+            batch.inputs = concatenated(members, self.batched)  # in the worker thread, unless tiny
             return device.run(batch, on_host=on_host)
 
         return await limiter.run_acquired(run, token, inline=inline), batch.timings
 
 
 class Batchers:
-    """The batcher of each registered operator that batches, by name."""
+    """The batcher of each registered operator that batches, made on its first request and
+    gone with its registration."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock or LoopClock()
-        self._by_name: dict[str, Batcher] = {}
+        self._by_registration: dict[int, Batcher] = {}
 
-    def get(self, work: Work) -> Batcher | None:
-        """The batcher that takes `work`, if any."""
-        if not self._by_name or not work.model:
+    def get(self, state: ServiceState, work: Work) -> Batcher | None:
+        """The batcher that takes `work`, if any: its registration batches and is the one
+        `work` was bound from (not one registered under its name since)."""
+        if work.registered is None:
             return None
-        batcher = self._by_name.get(work.model)
-        return batcher if batcher is not None and batcher.accepts(work) else None
-
-    def add(self, state: ServiceState, name: str, op: OperatorBase, policy: BatchPolicy) -> None:
-        """Batch the requests of the operator registered as `name` (replacing any earlier)."""
-        self._by_name[name] = Batcher(state, name, op, policy, self.clock)
-
-    def discard(self, name: str) -> None:
-        """Stop batching `name` (its queued requests still run)."""
-        self._by_name.pop(name, None)
+        reg = state.registry.peek(work.model)
+        if reg is None or reg.batching is None or reg.operator is not work.registered:
+            return None
+        batcher = self._by_registration.get(id(reg))
+        if batcher is None:
+            batcher = self._by_registration[id(reg)] = Batcher(state, reg, self.clock)
+            # Requests already queued keep their batcher; the table forgets it with `reg`.
+            weakref.finalize(reg, self._by_registration.pop, id(reg), None)
+        return batcher if batcher.accepts(work) else None
 
 
 def _set(future: asyncio.Future[None]) -> None:

@@ -15,13 +15,35 @@ from typing import Any
 import orjson
 
 from dmlserve import kernels
-from dmlserve.kernels import OperatorBase
-from dmlserve.kernels.wire import Layout
+from dmlserve.kernels import DescriptorError, OperatorBase
+from dmlserve.kernels.wire import HostTensor, Layout
 
 
 def describe(t: Layout) -> kernels.TensorDesc:
     """The descriptor of a decoded tensor (its wire strides are the buffer's, not the op's)."""
     return kernels.TensorDesc(data_type=t.data_type, sizes=t.sizes)
+
+
+def with_constants(
+    inputs: dict[str, HostTensor], constants: Mapping[str, HostTensor]
+) -> dict[str, HostTensor]:
+    """A registered model's request tensors with its constant inputs added; sending a
+    constant again is a DescriptorError naming it."""
+    if not constants:
+        return inputs
+    for name in inputs:
+        if name in constants:
+            raise constant_sent(name, ("inputs", name))
+    return {**inputs, **constants}
+
+
+def constant_sent(name: str, loc: tuple[str | int, ...]) -> DescriptorError:
+    """The error of a request that sends a constant input again."""
+    return DescriptorError.at(
+        loc,
+        f"{name} is a constant of this model, bound when it was registered: leave it out of "
+        "the request",
+    )
 
 
 def bind(op: Any, inputs: Mapping[str, Layout]) -> OperatorBase:

@@ -40,9 +40,17 @@ class Body:
         return BinarySection(self.binary, framed=self.kind == "binary")
 
 
-async def read_body(request: Request, limit: int) -> Body:
-    """Read, decompress and split the body of `request`, within `limit` bytes decoded."""
-    kind = _body_kind(request)
+#: What libcurl labels a POST body it is given without a Content-Type: Triton's C++ client (and
+#: so perf_analyzer) sends its JSON control requests (shared memory, model repository) so.
+FORM = "application/x-www-form-urlencoded"
+
+
+async def read_body(request: Request, limit: int, *, control: bool = False) -> Body:
+    """Read, decompress and split the body of `request`, within `limit` bytes decoded.
+
+    A `control` request (a JSON body that carries no tensors) may also be labelled `FORM`.
+    """
+    kind = _body_kind(request, control)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate", "x-gzip"):
         raise UnsupportedMediaTypeError(
@@ -64,7 +72,7 @@ async def read_body(request: Request, limit: int) -> Body:
     return Body("binary", header, binary, received)
 
 
-def _body_kind(request: Request) -> Literal["json", "binary"]:
+def _body_kind(request: Request, control: bool = False) -> Literal["json", "binary"]:
     """JSON or KServe binary framing, from the headers; 415 for anything else.
 
     tritonclient's sync client sends no Content-Type at all and its async client sends
@@ -72,6 +80,8 @@ def _body_kind(request: Request) -> Literal["json", "binary"]:
     Inference-Header-Content-Length.
     """
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if control and ctype == FORM:
+        return "json"
     if ctype not in ("", "application/json", "application/octet-stream"):
         raise UnsupportedMediaTypeError(
             f"Content-Type {ctype!r} is not supported; send application/json, or "

@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         "built-in ones.",
     )
     for name, field in Settings.model_fields.items():
-        choices = get_args(field.annotation) if name in ("backend", "log_level") else None
+        literal = name in ("backend", "log_level", "model_control")
+        choices = get_args(field.annotation) if literal else None
         default = field.default
         shown = ",".join(default) if isinstance(default, tuple) else default
         help_text = f"{field.description} (env DMLSERVE_{name.upper()}; default: {shown!s})"
@@ -72,6 +73,7 @@ def serve(settings: Settings) -> None:
     from dmlserve import kernels
     from dmlserve.service.app import create_app
     from dmlserve.service.observability import configure_logging
+    from dmlserve.service.repository import RepositoryError, check_repository
 
     configure_logging(settings.log_level)
     if settings.cupy_cache_dir:
@@ -80,7 +82,8 @@ def serve(settings: Settings) -> None:
     try:
         # Checked here as well as in the lifespan, to stop with one clear line, no traceback.
         kernels.select_backend(settings.backend)
-    except kernels.BackendUnavailableError as exc:
+        check_repository(settings)
+    except (kernels.BackendUnavailableError, RepositoryError) as exc:
         logger.error("start-up failed", extra={"reason": str(exc)})
         sys.stderr.write(f"dmlserve: {exc}\n")
         sys.exit(2)

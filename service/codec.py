@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from dmlserve.kernels.wire import BinarySection, Encoding, HostTensor, decode_tensor, encode_tensor
+from dmlserve.service.binding import with_constants
 from dmlserve.service.body import Body
 from dmlserve.service.concurrency import offload
 from dmlserve.service.errors import (
@@ -93,6 +94,8 @@ class V1Exchange(BodyExchange):
         else:
             req, descriptor = validate(OperatorExecuteRequest, doc), self.registered.operator
         inputs, default = decode_inputs(req.inputs, self.body.section(), self.max_tensor_bytes)
+        if self.registered is not None:
+            inputs = with_constants(inputs, self.registered.constants)
         return V1Decoded(
             descriptor,
             inputs,
@@ -107,9 +110,13 @@ class V1Exchange(BodyExchange):
 
 
 def decode_inputs(
-    inputs: Mapping[str, WireTensor], section: BinarySection, max_tensor_bytes: int
+    inputs: Mapping[str, WireTensor],
+    section: BinarySection,
+    max_tensor_bytes: int,
+    field: str = "inputs",
 ) -> tuple[dict[str, HostTensor], Encoding]:
-    """The request's tensors, and the encoding a response uses when none is asked for."""
+    """The request's tensors (under `field` in the body), and the encoding a response uses
+    when none is asked for."""
     tensors: dict[str, HostTensor] = {}
     encodings: set[Encoding] = set()
     for name, wt in inputs.items():
@@ -117,7 +124,7 @@ def decode_inputs(
             wt.data_type, wt.sizes, wt.strides,
             data=wt.data, b64=wt.b64,
             binary_size=wt.parameters.binary_data_size if wt.parameters else None,
-            section=section, loc=("inputs", name), max_tensor_bytes=max_tensor_bytes,
+            section=section, loc=(field, name), max_tensor_bytes=max_tensor_bytes,
         )  # fmt: skip
         encodings.add(encoding)
     section.finish()

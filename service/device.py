@@ -2,25 +2,31 @@
 
 `Device.run` takes a bound `Work` whose tensors are on the host and returns the output on the
 host; on the GPU each worker thread stages the inputs through its own pinned buffers and stream,
-runs the kernels and copies the output back with one synchronisation (`staging`). Out of device
-(or pinned) memory is a 503 after the request's device memory is handed back to the pool; the
-server keeps serving.
+runs the kernels and copies the output back with one synchronisation (`staging`). A
+registration's constant inputs stay on the device (`resident`) and are read where they are. Out
+of device (or pinned) memory is a 503 after the request's device memory is handed back to the
+pool; the server keeps serving.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeVar
 
 import numpy as np
 
 from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
+from dmlserve.kernels.wire import HostTensor
 from dmlserve.service.errors import UnavailableError
 from dmlserve.service.staging import Staging
 from dmlserve.service.work import Work
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (e.g. pinned host memory)
 
@@ -61,6 +67,24 @@ class Device:
         work.timings.compute = time.perf_counter() - t0
         return np.asarray(out)
 
+    def resident(self, tensor: HostTensor) -> HostTensor:
+        """A tensor kept for as long as a registration lives (a constant input): on the GPU a
+        device copy the kernels read where it is, on the host a copy of its own (the request
+        body it came in is not held)."""
+        if self.name == "cupy":
+            return self._guarded(self._to_resident, tensor)
+        buffer = np.array(tensor.buffer)
+        buffer.setflags(write=False)
+        return replace(tensor, buffer=buffer)
+
+    def pci_bus_id(self) -> str | None:
+        """The GPU's PCI bus id (how NVML finds it whatever CUDA_VISIBLE_DEVICES says)."""
+        if self.name != "cupy":
+            return None
+        import cupy
+
+        return str(cupy.cuda.Device(self.ordinal).pci_bus_id)
+
     def memory_in_use(self) -> int | None:
         """Bytes held by CuPy's device memory pool (None on NumPy)."""
         if self.name != "cupy":
@@ -80,11 +104,20 @@ class Device:
         return staging
 
     def _run_cupy(self, work: Work) -> np.ndarray:
+        return self._guarded(self._staged, work)
+
+    def _staged(self, work: Work) -> np.ndarray:
+        import cupy
+
+        with cupy.cuda.Device(self.ordinal):
+            return self._staging().run(work)
+
+    def _guarded(self, fn: Callable[[T], R], arg: T) -> R:
+        """`fn(arg)` on the GPU, out of memory turned into a 503 once the memory is back."""
         import cupy
 
         try:
-            with cupy.cuda.Device(self.ordinal):
-                return self._staging().run(work)
+            return fn(arg)
         except cupy.cuda.memory.OutOfMemoryError:
             pass
         except cupy.cuda.runtime.CUDARuntimeError as exc:
@@ -97,6 +130,17 @@ class Device:
             "the GPU is out of memory for this request; retry later or send less",
             self.retry_after_s,
         )
+
+    def _to_resident(self, tensor: HostTensor) -> HostTensor:
+        import cupy
+
+        with cupy.cuda.Device(self.ordinal):
+            stream = self._staging().stream
+            with stream:
+                buffer = cupy.asarray(tensor.buffer)
+            # The copy is asynchronous: done before any other stream reads the buffer.
+            stream.synchronize()
+        return replace(tensor, buffer=buffer)
 
 
 def release_device_memory() -> None:

@@ -24,6 +24,7 @@ from dmlserve.kernels.wire import (
     decode_tensor,
     encode_payload,
 )
+from dmlserve.service.binding import constant_sent, with_constants
 from dmlserve.service.body import Body
 from dmlserve.service.codec import BodyExchange, load_json, validate
 from dmlserve.service.concurrency import INLINE_BYTES
@@ -36,7 +37,7 @@ from dmlserve.service.work import Outcome
 
 PLATFORM = "dmlserve"
 VERSION = "1"
-EXTENSIONS = ["binary_tensor_data"]
+EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics"]
 
 
 def server_metadata(shared_memory: SharedMemory) -> dict[str, Any]:
@@ -50,14 +51,21 @@ def _tensor_meta(name: str, desc: Any) -> dict[str, Any]:
 
 
 def model_metadata(reg: RegisteredOperator) -> dict[str, Any]:
-    descs = reg.operator.tensor_descs()
+    """The model's metadata: the inputs a request carries (constants left out), the output."""
+    out = reg.operator.output_tensor
+    assert out is not None
     return {
         "name": reg.name,
         "versions": [VERSION],
         "platform": PLATFORM,
-        "inputs": [_tensor_meta(n, d) for n, d in descs.items() if n != "OutputTensor"],
-        "outputs": [_tensor_meta("OutputTensor", descs["OutputTensor"])],
+        "inputs": [_tensor_meta(n, d) for n, d in reg.inputs.items()],
+        "outputs": [_tensor_meta("OutputTensor", out)],
     }
+
+
+def model_statistics(regs: Iterable[RegisteredOperator]) -> dict[str, Any]:
+    """Triton's statistics document (`{"model_stats": [...]}`) of the models `regs`."""
+    return {"model_stats": [reg.statistics.to_json(reg.name, VERSION) for reg in regs]}
 
 
 @dataclass
@@ -87,7 +95,9 @@ class InferExchange(BodyExchange):
         assert self.registered is not None
         op = self.registered.operator
         section = self.body.section()
-        inputs = decode_inputs(req.inputs, section, op, self.max_tensor_bytes, self.leases)
+        inputs = decode_inputs(
+            req.inputs, section, op, self.max_tensor_bytes, self.leases, self.registered.constants
+        )
         where = {item.name: ("inputs", i) for i, item in enumerate(req.inputs)}
         decoded = InferDecoded(op, inputs, input_locs=where, request_id=req.id, binary=binary)
         return with_shm_outputs(decoded, req.outputs or [], self.leases)
@@ -148,14 +158,19 @@ def decode_inputs(
     op: OperatorBase,
     max_tensor_bytes: int,
     leases: Leases | None = None,
+    constants: Mapping[str, HostTensor] | None = None,
 ) -> dict[str, HostTensor]:
     """The request's input tensors by name (binary sections taken in request order; inputs
-    naming a shared-memory region read from it, through `leases`)."""
+    naming a shared-memory region read from it, through `leases`), with the model's
+    `constants` added."""
     leases = leases or Leases(SharedMemory(0, 0))
-    expected = [n for n in op.tensor_descs() if n != "OutputTensor"]
+    constants = constants or {}
+    expected = [n for n in op.tensor_descs() if n != "OutputTensor" and n not in constants]
     tensors: dict[str, HostTensor] = {}
     for i, item in enumerate(items):
         loc: tuple[str | int, ...] = ("inputs", i)
+        if item.name in constants:
+            raise constant_sent(item.name, (*loc, "name"))
         if item.name not in expected:
             msg = f"the model has no input {item.name!r}; its inputs are " + ", ".join(expected)
             raise DescriptorError.at((*loc, "name"), msg)
@@ -177,6 +192,7 @@ def decode_inputs(
             accepts=("json", "binary"),
         )  # fmt: skip
     section.finish()
+    tensors = with_constants(tensors, constants)
     missing = [n for n in op.input_names if n not in tensors]
     if missing:
         raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))
@@ -184,7 +200,7 @@ def decode_inputs(
 
 
 def shm_parameters(ref: ShmRef, nbytes: int) -> dict[str, Any]:
-    """An output's parameters in the response when it was written to shared memory."""
+    """An output's parameters in a gRPC response when it was written to shared memory."""
     params: dict[str, Any] = {"shared_memory_region": ref.region}
     params["shared_memory_byte_size"] = nbytes
     if ref.offset:
@@ -215,7 +231,7 @@ def infer_response(
 ) -> tuple[Response, int]:
     """The inference response, framed when any output is binary; and its tensor bytes.
 
-    Outputs in `shm` were written to shared memory: their entries say where, with no data.
+    Outputs in `shm` were written to shared memory: their entries carry no data.
     """
     doc: dict[str, Any] = {"model_name": model, "model_version": VERSION}
     if request_id is not None:
@@ -228,10 +244,9 @@ def infer_response(
             continue
         entry: dict[str, Any] = {"name": name, "datatype": from_numpy(array.dtype).kserve}
         entry["shape"] = [*array.shape]
-        ref = (shm or {}).get(name)
-        if ref is not None:
-            entry["parameters"] = shm_parameters(ref, array.nbytes)
-        else:
+        if name not in (shm or {}):
+            # An output written to shared memory is named, typed and shaped only, as Triton
+            # answers it (Triton's C++ client reads any `parameters` as binary_data_size's).
             fields, chunk = encode_payload(array, "binary" if binary[name] else "json")
             entry.update(fields)
             if chunk is not None:

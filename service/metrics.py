@@ -3,13 +3,17 @@ the observation that records each operator request in them, whatever way it ends
 
 Names follow Triton's where Triton has one (`nv_inference_*`, microsecond counters labelled by
 model and version), so existing Triton dashboards read dmlserve; histograms and service-level
-counters carry the `dmlserve_` prefix.
+counters carry the `dmlserve_` prefix. Each model's `ModelStatistics` (Triton's statistics
+extension) is recorded by the same observation, with Triton's meanings: `inference_count`
+counts batch items, `execution_count` executions (a dynamic batch counts once, see
+`Work.executions`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -82,12 +86,18 @@ class Metrics:
             "nv_inference_queue_duration_us", "Cumulative queue duration (us)", model, registry=r
         )
         self.nv_input_us = Gauge(
-            "nv_inference_compute_input_duration_us", "Cumulative input transfer duration (us)",
+            "nv_inference_compute_input_duration_us",
+            "Cumulative duration of decoding inputs and copying them to the device (us)",
             model, registry=r,
         )  # fmt: skip
         self.nv_infer_us = Gauge(
             "nv_inference_compute_infer_duration_us", "Cumulative compute duration (us)", model,
             registry=r,
+        )  # fmt: skip
+        self.nv_output_us = Gauge(
+            "nv_inference_compute_output_duration_us",
+            "Cumulative duration of copying outputs from the device and encoding them (us)",
+            model, registry=r,
         )  # fmt: skip
         self.nv_pending = Gauge(
             "nv_inference_pending_request_count", "Requests waiting for a compute slot", model,
@@ -101,6 +111,16 @@ class Metrics:
         self.queued.set_function(lambda: float(queued()))
         self.gpu_memory.set_function(lambda: float(gpu_bytes() or 0))
 
+    def watch_gpu(self, pci_bus_id: str) -> bool:
+        """Export the GPU's own metrics (NVML, Triton's `nv_gpu_*`); False where NVML does
+        not answer, and then there are none."""
+        from dmlserve.service.gpu_metrics import gpu_collector
+
+        collector = gpu_collector(pci_bus_id)
+        if collector is not None:
+            self.registry.register(collector)
+        return collector is not None
+
     def child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, memoized: `.labels()` costs a lock and several lookups."""
         key = (id(metric), *labels)
@@ -112,10 +132,6 @@ class Metrics:
     def pending(self, model: str) -> Any:
         """The pending-request gauge of `model`."""
         return self.child(self.nv_pending, model, _VERSION)
-
-    def executed(self, model: str) -> None:
-        """One execution of a batch of requests (each request is observed on its own)."""
-        self.child(self.nv_exec, model, _VERSION).inc()
 
     def observe(
         self,
@@ -130,9 +146,12 @@ class Metrics:
         bytes_out: int,
         reason: str = "",
         executions: int = 1,
+        execution_batch: int = 0,
+        statistics: ModelStatistics | None = None,
     ) -> None:
-        """Record one finished operator request (`executions`: model executions it counts,
-        0 when it ran in a batch, which `executed` counts)."""
+        """Record one finished operator request (in the model's statistics too, if given)."""
+        if statistics is not None:
+            statistics.record(status == 200, seconds, timings, batch, executions, execution_batch)
         c, v = self.child, _VERSION
         c(self.requests, operator, str(status)).inc()
         c(self.latency, operator).observe(seconds)
@@ -143,13 +162,13 @@ class Metrics:
             for stage in ("queue", "transfer", "compute"):
                 c(self.stage, operator, stage).observe(getattr(timings, stage))
             c(self.nv_queue_us, model, v).inc(timings.queue * 1e6)
-            c(self.nv_input_us, model, v).inc(timings.transfer * 1e6)
+            c(self.nv_input_us, model, v).inc(timings.compute_input * 1e6)
             c(self.nv_infer_us, model, v).inc(timings.compute * 1e6)
+            c(self.nv_output_us, model, v).inc(timings.compute_output * 1e6)
         if status == 200:
             c(self.nv_success, model, v).inc()
             c(self.nv_count, model, v).inc(batch)
-            if executions:
-                c(self.nv_exec, model, v).inc(executions)
+            c(self.nv_exec, model, v).inc(executions)
         else:
             c(self.nv_failure, model, v, reason or str(status)).inc()
 
@@ -160,14 +179,23 @@ class Metrics:
 class Observation:
     """Records one operator request in the metrics, whatever way it ends."""
 
-    def __init__(self, metrics: Metrics, bytes_in: int, operator: str, model: str) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        bytes_in: int,
+        operator: str,
+        model: str,
+        statistics: ModelStatistics | None = None,
+    ) -> None:
         self.metrics = metrics
         self.operator = operator or "unknown"
         self.model = model
+        self.statistics = statistics
         self.bytes_in = bytes_in
         self.bytes_out = 0
         self.batch = 0
         self.executions = 1
+        self.execution_batch = 0
         self.timings: Timings | None = None
 
     def __enter__(self) -> Observation:
@@ -176,11 +204,15 @@ class Observation:
         return self
 
     def finished(self, outcome: Outcome, bytes_out: int) -> None:
-        self.timings = outcome.work.timings
+        work = outcome.work
+        self.timings = work.timings
         self.bytes_out = bytes_out
-        out = outcome.work.operator.output_tensor
-        self.batch = out.sizes[0] if out is not None else 1
-        self.executions = outcome.executions
+        out = work.operator.output_tensor
+        # A model without a variable batch runs one inference per request, as in Triton.
+        batched = self.statistics is None or self.statistics.batched
+        self.batch = out.sizes[0] if out is not None and batched else 1
+        self.executions = work.executions
+        self.execution_batch = work.execution_batch or self.batch
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.metrics.in_flight.dec()
@@ -201,4 +233,101 @@ class Observation:
             bytes_out=self.bytes_out,
             reason=reason,
             executions=self.executions,
+            execution_batch=self.execution_batch,
+            statistics=self.statistics,
         )
+
+
+#: Distinct batch sizes a model's `batch_stats` keeps (a client chooses them; the table must
+#: stay bounded): executions of sizes beyond the first this many are counted everywhere else.
+MAX_BATCH_STATS = 64
+
+
+@dataclass
+class Duration:
+    """Triton's `$duration_stat`: a count and a cumulative duration."""
+
+    count: int = 0
+    ns: int = 0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.ns += int(seconds * 1e9)
+
+    def to_json(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass
+class ModelStatistics:
+    """One model's counters in Triton's statistics extension (`/v2/models/{name}/stats`).
+
+    Recorded only by `Metrics.observe`; `batched` tells whether the model's batch dimension is
+    variable (a request's inference count is its batch size) or not (one per request).
+    """
+
+    batched: bool = True
+    success: Duration = field(default_factory=Duration)
+    fail: Duration = field(default_factory=Duration)
+    queue: Duration = field(default_factory=Duration)
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+    inference_count: int = 0
+    execution_count: int = 0
+    last_inference_ms: int = 0
+    batches: dict[int, tuple[Duration, Duration, Duration]] = field(default_factory=dict)
+
+    def record(
+        self,
+        ok: bool,
+        seconds: float,
+        timings: Timings | None,
+        batch: int,
+        executions: int,
+        execution_batch: int,
+    ) -> None:
+        if not ok or timings is None:
+            self.fail.add(seconds)
+            return
+        self.success.add(seconds)
+        self.queue.add(timings.queue)
+        self.compute_input.add(timings.compute_input)
+        self.compute_infer.add(timings.compute)
+        self.compute_output.add(timings.compute_output)
+        self.inference_count += batch
+        self.execution_count += executions
+        self.last_inference_ms = int(time.time() * 1000)
+        if executions:
+            stats = self.batches.get(execution_batch)
+            if stats is None and len(self.batches) < MAX_BATCH_STATS:
+                stats = self.batches[execution_batch] = (Duration(), Duration(), Duration())
+            if stats is not None:
+                stats[0].add(timings.compute_input)
+                stats[1].add(timings.compute)
+                stats[2].add(timings.compute_output)
+
+    def to_json(self, name: str, version: str) -> dict[str, Any]:
+        """Triton's `$model_stat` object."""
+        stages = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
+        inference = {stage: getattr(self, stage).to_json() for stage in stages}
+        # No response cache: perf_analyzer reads both entries all the same.
+        inference["cache_hit"] = inference["cache_miss"] = Duration().to_json()
+        batches = [
+            {
+                "batch_size": size,
+                "compute_input": stats[0].to_json(),
+                "compute_infer": stats[1].to_json(),
+                "compute_output": stats[2].to_json(),
+            }
+            for size, stats in sorted(self.batches.items())
+        ]
+        return {
+            "name": name,
+            "version": version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": inference,
+            "batch_stats": batches,
+        }

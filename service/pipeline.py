@@ -18,6 +18,7 @@ calls `run` with its own `Exchange`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -101,15 +102,20 @@ class Exchange(Protocol, Generic[D, R_co]):
 async def run(state: ServiceState, exchange: Exchange[D, R]) -> R:
     """Serve one request from decoded tensors to the encoded response."""
     metrics, model = state.metrics, exchange.model
-    with Observation(metrics, exchange.received_bytes, exchange.operator, model) as obs:
+    statistics = state.registry.statistics(model) if model else None
+    with Observation(metrics, exchange.received_bytes, exchange.operator, model, statistics) as obs:
         try:
+            t0 = time.perf_counter()
             decoded = await offload(exchange.decode_bytes, exchange.decode)
             work = bind(state, decoded, model)
+            work.timings.decode = time.perf_counter() - t0
             obs.operator = str(work.operator.type)
             outcome = await compute(state, work)
+            t1 = time.perf_counter()
             response, nbytes = await offload(
                 outcome.output.nbytes, exchange.encode, decoded, outcome
             )
+            work.timings.encode = time.perf_counter() - t1
         except KERNEL_ERRORS as exc:
             raise from_kernels(exc) from None
         obs.finished(outcome, nbytes)
@@ -143,7 +149,7 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
         )
     pending = state.metrics.pending(work.label)
     pending.inc()
-    batcher = state.batchers.get(work)
+    batcher = state.batchers.get(state, work)
     if batcher is not None:
         return await batcher.submit(work, on_dequeue=pending.dec)
     input_bytes = sum(t.buffer.nbytes for t in work.inputs.values())

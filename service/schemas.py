@@ -57,33 +57,33 @@ class ExecuteResponse(BaseModel):
     backend: Literal["cupy", "numpy"]
 
 
-#: Upper bounds of a batching policy (a batch is also bounded by max_output_bytes).
-MAX_BATCH_SIZE = 1 << 16
-MAX_QUEUE_DELAY_US = 10_000_000
+#: Bounds of `batching`: Triton's ModelConfig holds max_batch_size in an int32, and a request
+#: never waits longer than this for a batch to fill.
+MAX_BATCH_SIZE = (1 << 31) - 1
+MAX_QUEUE_DELAY_US = 1_000_000
+MAX_PREFERRED_BATCH_SIZES = 32
 
 
 class Batching(_Strict):
-    """Dynamic batching (Triton's `dynamic_batching`): concurrent requests run as one batch."""
+    """Dynamic batching of a model whose inputs and output have a variable (-1) batch."""
 
-    max_batch_size: int = Field(
-        ge=1, le=MAX_BATCH_SIZE, description="most batch items (summed over requests) per run"
-    )
+    max_batch_size: int = Field(ge=1, le=MAX_BATCH_SIZE, description="largest batch executed")
     max_queue_delay_us: int = Field(
-        0, ge=0, le=MAX_QUEUE_DELAY_US,
-        description="longest a request waits for others to join its batch, in microseconds",
-    )  # fmt: skip
-    preferred_batch_sizes: list[int] = Field(
-        default_factory=list, max_length=64,
-        description="batch sizes run as soon as the queue can make one",
-    )  # fmt: skip
+        ge=0, le=MAX_QUEUE_DELAY_US, description="longest a request waits for a batch to fill"
+    )
+    preferred_batch_sizes: list[int] | None = Field(
+        None,
+        max_length=MAX_PREFERRED_BATCH_SIZES,
+        description="batch sizes to form when possible, each at most max_batch_size",
+    )
 
     @model_validator(mode="after")
-    def _preferred_within_max(self) -> Batching:
-        for size in self.preferred_batch_sizes:
+    def _check_preferred(self) -> Batching:
+        for size in self.preferred_batch_sizes or ():
             if not 1 <= size <= self.max_batch_size:
                 raise ValueError(
-                    f"preferred_batch_sizes: {size} is outside 1..max_batch_size "
-                    f"({self.max_batch_size})"
+                    f"preferred_batch_sizes: {size} is not in [1, max_batch_size = "
+                    f"{self.max_batch_size}]"
                 )
         return self
 
@@ -93,15 +93,31 @@ class RegisterRequest(_Strict):
     operator: dict[str, Any] = Field(
         description="operator descriptor; Sizes[0] may be -1 for a variable batch"
     )
-    batching: Batching | None = Field(
-        None, description="dynamic batching; needs a -1 batch on every input and the output"
+    constants: dict[str, WireTensor] | None = Field(
+        None,
+        description="input tensors bound at registration (e.g. FilterTensor), left out of every "
+        "execute",
     )
+    batching: Batching | None = Field(
+        None, description="dynamic batching; needs a -1 batch on every input sent and the output"
+    )
+
+
+class ConstantDescriptor(BaseModel):
+    data_type: str = Field(alias="DataType")
+    sizes: list[int] = Field(alias="Sizes")
 
 
 class RegisteredResponse(BaseModel):
     name: str
     operator: dict[str, Any]
+    constants: dict[str, ConstantDescriptor] | None = Field(
+        None, description="the constant inputs' descriptors (their values are not echoed)"
+    )
     batching: Batching | None = None
+    source: Literal["runtime", "repository"] = Field(
+        "runtime", description="a runtime registration, or a model of the model repository"
+    )
 
 
 class OperatorList(BaseModel):
@@ -215,3 +231,58 @@ class CudaSharedMemoryStatus(BaseModel):
     name: str
     device_id: int
     byte_size: int
+
+
+# --- Triton's extensions: model repository, statistics ----------------------------------------
+
+
+class RepositoryIndexRequest(_Open):
+    ready: bool = Field(False, description="only the models ready for inference")
+
+
+class RepositoryIndexEntry(BaseModel):
+    name: str
+    version: str | None = None
+    state: Literal["READY", "UNAVAILABLE"]
+    reason: str = ""
+
+
+class RepositoryModelRequest(_Open):
+    parameters: dict[str, Any] | None = None
+
+
+class DurationStat(BaseModel):
+    count: int
+    ns: int
+
+
+class InferenceStats(BaseModel):
+    success: DurationStat
+    fail: DurationStat
+    queue: DurationStat
+    compute_input: DurationStat
+    compute_infer: DurationStat
+    compute_output: DurationStat
+    cache_hit: DurationStat
+    cache_miss: DurationStat
+
+
+class BatchStat(BaseModel):
+    batch_size: int
+    compute_input: DurationStat
+    compute_infer: DurationStat
+    compute_output: DurationStat
+
+
+class ModelStat(BaseModel):
+    name: str
+    version: str
+    last_inference: int = Field(description="milliseconds since the epoch; 0 before any")
+    inference_count: int = Field(description="successful inferences; a batch of N counts N")
+    execution_count: int = Field(description="executions; a dynamic batch counts once")
+    inference_stats: InferenceStats
+    batch_stats: list[BatchStat]
+
+
+class ModelStatsResponse(BaseModel):
+    model_stats: list[ModelStat]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -13,6 +14,7 @@ GIB = 1 << 30
 
 BackendName = Literal["auto", "cupy", "numpy"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+ModelControl = Literal["none", "explicit", "poll"]
 
 
 class Settings(BaseSettings):
@@ -66,6 +68,17 @@ class Settings(BaseSettings):
     shutdown_timeout_s: float = Field(
         default=30.0, gt=0, description="grace period for in-flight work"
     )
+    model_repository: Path | None = Field(
+        default=None, description="directory of <name>.json registrations every replica serves"
+    )
+    model_control: ModelControl = Field(
+        default="none",
+        description="none: load every model at start-up, a broken file stops it; explicit: "
+        "load on request (/v2/repository/models/{name}/load); poll: load all, then rescan",
+    )
+    repository_poll_s: float = Field(
+        default=15.0, gt=0, description="seconds between rescans of the repository (poll)"
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -74,7 +87,7 @@ class Settings(BaseSettings):
             return tuple(k.strip() for k in value.split(",") if k.strip())
         return value
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "model_control", mode="before")
     @classmethod
     def _lower_level(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value

@@ -124,7 +124,8 @@ class Staging:
             raise
         timings = work.timings
         elapsed = cupy.cuda.get_elapsed_time
-        timings.transfer = (elapsed(start, staged) + elapsed(computed, returned)) / 1e3
+        timings.transfer_out = elapsed(computed, returned) / 1e3
+        timings.transfer = elapsed(start, staged) / 1e3 + timings.transfer_out
         timings.compute = elapsed(staged, computed) / 1e3
         if work.sink is not None:
             return np.broadcast_to(np.zeros((), out.dtype), out.shape)

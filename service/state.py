@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio.to_thread
 from fastapi import Depends, Request
@@ -26,6 +26,9 @@ from dmlserve.service.registry import OperatorRegistry
 from dmlserve.service.settings import Settings
 from dmlserve.service.shm import SharedMemory
 from dmlserve.service.warmup import warm_up
+
+if TYPE_CHECKING:
+    from dmlserve.service.repository import ModelRepository
 
 logger = logging.getLogger("dmlserve")
 
@@ -43,6 +46,8 @@ class ServiceState:
     shared_memory: SharedMemory = field(init=False)
     device: Device | None = None
     ready: bool = False
+    starting: bool = False  # start-up's own work (repository models) may compute
+    repository: ModelRepository | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -54,7 +59,8 @@ class ServiceState:
         )
 
     async def start(self) -> None:
-        """Choose the backend and warm every operator up; then the service is ready."""
+        """Choose the backend, warm every operator up and register the model repository's
+        models; then the service is ready."""
         s = self.settings
         name = kernels.select_backend(s.backend)  # raises if an explicit backend cannot run
         if s.backend == "auto":
@@ -64,6 +70,9 @@ class ServiceState:
         if name == "cupy" and s.cupy_cache_dir:
             logger.info("CuPy kernel cache", extra={"path": s.cupy_cache_dir})
         device = Device(name, ordinal=s.device, retry_after_s=s.retry_after_s)
+        pci_bus_id = device.pci_bus_id()
+        if pci_bus_id is not None:
+            self.metrics.watch_gpu(pci_bus_id)
         if s.warmup:
             t0 = time.perf_counter()
             await anyio.to_thread.run_sync(warm_up, device)
@@ -71,11 +80,18 @@ class ServiceState:
         self.device = device
         # CUDA shared memory is served where the kernels run on a CUDA device.
         self.shared_memory.cuda = name == "cupy"
+        if self.repository is not None:
+            # Every replica serves the repository's models from its first ready answer on.
+            self.starting = True
+            try:
+                await self.repository.start(self)
+            finally:
+                self.starting = False
         self.ready = True
 
     def require_ready(self) -> Device:
-        """The device, or 503 while the service is not ready."""
-        if not self.ready or self.device is None:
+        """The device, or 503 while the service is not ready (start-up's own work aside)."""
+        if not (self.ready or self.starting) or self.device is None:
             raise UnavailableError("the service is starting up", self.settings.retry_after_s)
         return self.device
 

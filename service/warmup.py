@@ -4,6 +4,7 @@ no request pays for compiling kernels."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import numpy as np
 
@@ -35,11 +36,12 @@ def warm_up(device: Device) -> None:
         device.run(work)
 
 
-def example_inputs(op: OperatorBase) -> dict[str, HostTensor]:
-    """Zeros for each input of a registered operator (batch 1 where the batch is variable)."""
+def example_inputs(op: OperatorBase, constants: Collection[str] = ()) -> dict[str, HostTensor]:
+    """Zeros for each input of a registered operator but its `constants` (batch 1 where the
+    batch is variable)."""
     inputs: dict[str, HostTensor] = {}
     for name, desc in op.tensor_descs().items():
-        if name != "OutputTensor":
+        if name != "OutputTensor" and name not in constants:
             sizes = (1, *desc.sizes[1:]) if desc.has_wildcard_batch else desc.sizes
             inputs[name] = zeros(desc.data_type, sizes)
     return inputs

@@ -24,8 +24,21 @@ class Timings:
     """Seconds spent in each stage of one request."""
 
     queue: float = 0.0
-    transfer: float = 0.0
+    transfer: float = 0.0  # host<->device, both ways
     compute: float = 0.0
+    transfer_out: float = 0.0  # the device->host part of `transfer`
+    decode: float = 0.0  # the request's tensors decoded and bound
+    encode: float = 0.0  # the response encoded
+
+    @property
+    def compute_input(self) -> float:
+        """Triton's compute_input: the inputs decoded and copied to the device."""
+        return self.decode + self.transfer - self.transfer_out
+
+    @property
+    def compute_output(self) -> float:
+        """Triton's compute_output: the output copied from the device and encoded."""
+        return self.transfer_out + self.encode
 
 
 @dataclass
@@ -41,14 +54,19 @@ class Work:
     # device runs (even past the request's time limit).
     sink: Any = None
     pin: AbstractContextManager[Any] = field(default_factory=nullcontext)
+    # What this request accounts for in the statistics: alone it is one execution of its own
+    # batch; of the requests a dynamic batch runs together, one counts the execution (with the
+    # batch's size) and the others 0, so that a batch counts once.
+    executions: int = 1
+    execution_batch: int = 0  # the batch size executed (0: this request's own)
     #: the registered descriptor `operator` was bound from (batch sizes may be -1); None for
     #: an operator given inline (a batcher takes only work of its own registration)
     registered: OperatorBase | None = None
 
     @property
     def in_device_memory(self) -> bool:
-        """Whether an input or the output lives in device memory (CUDA shared memory): then
-        only the device runs it, alone."""
+        """Whether an input or the output lives in device memory (CUDA shared memory, a
+        constant kept on the GPU): then the device runs it."""
         return self.sink is not None or any(is_cupy_array(t.buffer) for t in self.inputs.values())
 
     @property
@@ -64,5 +82,3 @@ class Outcome:
     work: Work
     output: np.ndarray
     backend: str  # the device that computed it: "numpy" or "cupy"
-    #: model executions this request counts: 1, or 0 when it ran in a batch (counted once)
-    executions: int = 1

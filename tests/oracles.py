@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dmlserve.kernels.dtypes import DataType
+from dmlserve.kernels.geometry import Window
 
 Array = npt.NDArray[Any]
 
@@ -36,9 +37,9 @@ class Geometry:
     end: tuple[int, ...]
 
     @property
-    def args(self) -> tuple[tuple[int, ...], ...]:
-        """(window, strides, dilations, start, end): the backends' argument order."""
-        return (self.window, self.strides, self.dilations, self.start, self.end)
+    def args(self) -> tuple[Window]:
+        """The backends' arguments after the tensor (and FOLD's output sizes): the window."""
+        return (Window(self.window, self.strides, self.dilations, self.start, self.end),)
 
     @property
     def blocks(self) -> tuple[int, ...]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ..geometry import Window
+
 __all__ = ["Axis", "Rows", "axes_of", "inside_counts", "row_spans"]
 
 
@@ -41,18 +43,13 @@ class Axis:
         return slice(first, first + (hi - lo - 1) * self.stride + 1, self.stride)
 
 
-def axes_of(
-    sizes: Sequence[int],
-    window: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start: Sequence[int],
-    blocks: Sequence[int],
-) -> tuple[Axis, ...]:
-    """The Axis of every spatial dimension."""
-    return tuple(
-        Axis(*a) for a in zip(sizes, window, strides, dilations, start, blocks, strict=True)
-    )
+def axes_of(sizes: Sequence[int], window: Window) -> tuple[Axis, ...]:
+    """The Axis of every spatial dimension of an image of ``sizes``."""
+    axes = zip(
+        sizes, window.sizes, window.strides, window.dilations, window.start_padding,
+        window.blocks(sizes), strict=True,
+    )  # fmt: skip
+    return tuple(Axis(*a) for a in axes)
 
 
 def inside_counts(axis: Axis) -> npt.NDArray[np.int64]:

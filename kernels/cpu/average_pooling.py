@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._slices import host_memory, plane_chunks
 from ._windows import Axis, Rows, axes_of, inside_counts, row_spans
 from .budget import DEFAULT_BUDGET, ExecutionBudget
@@ -30,15 +30,7 @@ Array = npt.NDArray[Any]
 
 @host_memory
 def average_pooling(
-    x: Array,
-    window_size: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    include_padding: bool,
-    *,
-    budget: ExecutionBudget = DEFAULT_BUDGET,
+    x: Array, window: Window, include_padding: bool, *, budget: ExecutionBudget = DEFAULT_BUDGET
 ) -> Array:
     """``(N, C, *S) -> (N, C, *O)``, the reference's contract.
 
@@ -48,10 +40,8 @@ def average_pooling(
     """
     acc = np.dtype(np.float32 if x.dtype == np.float16 else np.float64)
     n, c = x.shape[:2]
-    out_sizes = blocks_per_dimension(
-        x.shape[2:], window_size, strides, dilations, start_padding, end_padding
-    )
-    axes = axes_of(x.shape[2:], window_size, strides, dilations, start_padding, out_sizes)
+    axes = axes_of(x.shape[2:], window)
+    out_sizes = tuple(a.blocks for a in axes)
     counts = [inside_counts(a).astype(acc) for a in axes]
     out = np.empty((n, c, *out_sizes), dtype=x.dtype)
     limit = budget.slice_bytes()
@@ -69,7 +59,7 @@ def average_pooling(
             budget.checkpoint()
             sums = _window_sums(x[ns, cs], axes, rows, acc)
             divisor = (
-                acc.type(math.prod(window_size))
+                acc.type(window.taps)
                 if include_padding
                 else _divisor([counts[0][rows.out_lo : rows.out_hi], *counts[1:]])
             )

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._slices import host_memory
 from ._windows import Axis, axes_of, row_spans
 from .budget import DEFAULT_BUDGET, ExecutionBudget
@@ -57,12 +57,9 @@ def convolution_integer(
     """``(N, C, *S), (M, C/G, *K) -> (N, M, *O)`` INT32, bit-identical to the reference."""
     n, c = x.shape[:2]
     m = w.shape[0]
-    kernel = w.shape[2:]
     g = group_count
-    out_sizes = blocks_per_dimension(
-        x.shape[2:], kernel, strides, dilations, start_padding, end_padding
-    )
-    axes = axes_of(x.shape[2:], kernel, strides, dilations, start_padding, out_sizes)
+    axes = axes_of(x.shape[2:], Window(w.shape[2:], strides, dilations, start_padding, end_padding))
+    out_sizes = tuple(a.blocks for a in axes)
     w_zp = np.broadcast_to(np.asarray(w_zero_point).reshape(-1), (m,)).astype(np.float32)
     centred = w.reshape(m, -1).astype(np.float32)
     if w_zp.any():

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ..reference._windows import accumulation_dtype
 from ._slices import host_memory, plane_chunks
 from ._windows import Axis, axes_of
@@ -24,11 +24,7 @@ Array = npt.NDArray[Any]
 def fold(
     x: Array,
     output_sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
+    window: Window,
     *,
     budget: ExecutionBudget = DEFAULT_BUDGET,
 ) -> Array:
@@ -40,12 +36,9 @@ def fold(
     rounded once. Contributions falling in the padding are never read.
     """
     n, rows, _ = x.shape
-    c = rows // math.prod(window_sizes)
-    blocks = blocks_per_dimension(
-        output_sizes, window_sizes, strides, dilations, start_padding, end_padding
-    )
-    axes = axes_of(output_sizes, window_sizes, strides, dilations, start_padding, blocks)
-    columns = x.reshape(n, c, *window_sizes, *blocks)
+    c = rows // window.taps
+    axes = axes_of(output_sizes, window)
+    columns = x.reshape(n, c, *window.sizes, *(a.blocks for a in axes))
     acc = accumulation_dtype(x.dtype)
     out = np.zeros((n, c, *output_sizes), dtype=x.dtype)
     plane = math.prod(output_sizes) * acc.itemsize

@@ -160,34 +160,26 @@ def _borders(
                 for i in range(width):
                     at = source.start + i * source.step
                     dst, src = slice(target.start + i, target.start + i + 1), slice(at, at + 1)
-                    _copy(region[(*lead, dst)], region[(*lead, src)], budget)
+                    _assign(region[(*lead, dst)], region[(*lead, src)], budget)
             else:
-                _copy(region[(*lead, target)], region[(*lead, source)], budget)
+                _assign(region[(*lead, target)], region[(*lead, source)], budget)
         else:
             _gather(region, d, np.asarray(target), np.asarray(source), budget)
     if not any_move:
         for border in (slice(0, a), slice(a + n, a + n + e)):
-            _fill(region[(*lead, border)], value, budget)
+            _assign(region[(*lead, border)], value, budget)
 
 
-def _copy(dst: Array, src: Array, budget: ExecutionBudget) -> None:
+def _assign(dst: Array, src: Any, budget: ExecutionBudget) -> None:
+    """``dst[...] = src`` (an array of ``dst``'s shape, or a scalar), one slice at a time."""
     if dst.nbytes <= budget.slice_bytes():
         budget.checkpoint()
         dst[...] = src
         return
+    scalar = np.ndim(src) == 0
     for index in leading_chunks(dst.shape, dst.dtype.itemsize, budget.slice_bytes()):
         budget.checkpoint()
-        dst[index] = src[index]
-
-
-def _fill(dst: Array, value: Any, budget: ExecutionBudget) -> None:
-    if dst.nbytes <= budget.slice_bytes():
-        budget.checkpoint()
-        dst[...] = value
-        return
-    for index in leading_chunks(dst.shape, dst.dtype.itemsize, budget.slice_bytes()):
-        budget.checkpoint()
-        dst[index] = value
+        dst[index] = src if scalar else src[index]
 
 
 def _gather(

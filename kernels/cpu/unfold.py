@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._slices import host_memory, plane_chunks
 from ._windows import Axis, axes_of
 from .budget import DEFAULT_BUDGET, ExecutionBudget
@@ -20,16 +20,7 @@ Array = npt.NDArray[Any]
 
 
 @host_memory
-def unfold(
-    x: Array,
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    *,
-    budget: ExecutionBudget = DEFAULT_BUDGET,
-) -> Array:
+def unfold(x: Array, window: Window, *, budget: ExecutionBudget = DEFAULT_BUDGET) -> Array:
     """``(N, C, *S) -> (N, C*prod(K), BlockCount)``; the reference's contract, bit for bit.
 
     Each tap is one strided copy of the input into the blocks it reaches; only the blocks
@@ -37,16 +28,14 @@ def unfold(
     groups of planes.
     """
     n, c = x.shape[:2]
-    blocks = blocks_per_dimension(
-        x.shape[2:], window_sizes, strides, dilations, start_padding, end_padding
-    )
-    axes = axes_of(x.shape[2:], window_sizes, strides, dilations, start_padding, blocks)
-    out = np.empty((n, c, *window_sizes, *blocks), dtype=x.dtype)
-    plane = math.prod(window_sizes) * math.prod(blocks) * x.dtype.itemsize
+    axes = axes_of(x.shape[2:], window)
+    blocks = tuple(a.blocks for a in axes)
+    out = np.empty((n, c, *window.sizes, *blocks), dtype=x.dtype)
+    plane = window.taps * math.prod(blocks) * x.dtype.itemsize
     for ns, cs in plane_chunks(n, c, plane, budget.slice_bytes()):
         budget.checkpoint()
         unfold_into(out[ns, cs], x[ns, cs], axes)
-    return out.reshape(n, c * math.prod(window_sizes), math.prod(blocks))
+    return out.reshape(n, c * window.taps, math.prod(blocks))
 
 
 def unfold_into(out: Array, x: Array, axes: Sequence[Axis], fill: Any = 0) -> None:

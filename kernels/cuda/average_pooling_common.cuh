@@ -7,7 +7,8 @@
 
 namespace dml {
 
-// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+// The launcher reads this struct into its NumPy structured dtype (natural alignment): one
+// field per line, `type name;` or `type name[count];`.
 struct PoolParams {
     long long x_stride_n;     // element strides of the input (0 = broadcast)
     long long x_stride_c;

@@ -20,7 +20,8 @@ template <> struct Bits<8> { typedef unsigned long long type; };
 
 // Division by a run-time constant d >= 1 as multiply-high + add + shift (Granlund-Montgomery,
 // as PyTorch's IntDivider<unsigned>). The host computes `mul` and `shift`; valid for
-// numerators below 2^31. 64-bit numerators fall back to the hardware sequence.
+// numerators below 2^31. 64-bit numerators fall back to the hardware sequence. The launchers
+// read this struct like their parameter structs: one field per line.
 struct FastDivmod {
     unsigned d;
     unsigned mul;
@@ -109,6 +110,23 @@ __device__ __forceinline__ ChunkSpan chunk_span(IDX row_start, IDX chunk, int wi
     s.first = imax(0, -s.c0);
     s.end = imin(n, width - s.c0);
     return s;
+}
+
+// The chunk of this thread in a row-chunk kernel (one thread per chunk of each output row of
+// `width` elements, `total_chunks` = rows * chunks per row, `chunk_div` divides by the
+// latter): its row, the row's first element and the chunk's span. False where the thread has
+// nothing to write: past the last chunk, or the spare chunk of a row that needed one less.
+template <int BYTES, typename IDX>
+__device__ __forceinline__ bool row_chunk(long long total_chunks, const FastDivmod& chunk_div,
+                                          const int& width, IDX& row, IDX& row_start,
+                                          ChunkSpan& span) {
+    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
+    if (t >= (IDX)total_chunks) return false;
+    IDX chunk;
+    divmod<IDX>(t, chunk_div, row, chunk);
+    row_start = row * (IDX)width;
+    span = chunk_span<BYTES, IDX>(row_start, chunk, width);
+    return span.first < span.end;
 }
 
 // Store slots [first, end) of `c` to `dst` (the address of slot 0): one 16-byte store for a

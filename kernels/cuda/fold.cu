@@ -15,7 +15,8 @@
 
 namespace dml {
 
-// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+// The launcher reads this struct into its NumPy structured dtype (natural alignment): one
+// field per line, `type name;` or `type name[count];`.
 struct FoldParams {
     long long col_stride_n;      // element strides of the column tensor (0 = broadcast)
     long long col_stride_r;
@@ -85,15 +86,10 @@ __global__ void __launch_bounds__(256)
 fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
     typedef typename Accumulate<T>::type A;
     const int V = 16 / (int)sizeof(T);
-    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
-    if (t >= (IDX)p.total_chunks) return;
-
-    IDX row, chunk;
-    divmod<IDX>(t, p.chunk_div, row, chunk);
-    const int width = p.size[D - 1];
-    const IDX row_start = row * (IDX)width;
-    const ChunkSpan span = chunk_span<sizeof(T), IDX>(row_start, chunk, width);
-    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
+    IDX row, row_start;
+    ChunkSpan span;
+    if (!row_chunk<sizeof(T), IDX>(p.total_chunks, p.chunk_div, p.size[D - 1], row, row_start, span))
+        return;
     const int c0 = span.c0;
 
     // Output row -> outer spatial coordinates, channel and batch.

@@ -20,7 +20,8 @@ namespace dml {
 
 enum PadMode { PAD_CONSTANT = 0, PAD_EDGE = 1, PAD_REFLECTION = 2, PAD_SYMMETRIC = 3, PAD_WRAP = 4 };
 
-// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+// The launcher reads this struct into its NumPy structured dtype (natural alignment): one
+// field per line, `type name;` or `type name[count];`.
 struct PadParams {
     long long in_stride[8];    // element strides of the collapsed input dims (0 = broadcast)
     long long total_chunks;    // rows * chunks_per_row
@@ -117,15 +118,10 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
            const PadParams p) {
     typedef typename Bits<BYTES>::type T;
     const int V = Chunk<BYTES>::N;
-    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
-    if (t >= (IDX)p.total_chunks) return;
-
-    IDX row, chunk;
-    divmod<IDX>(t, p.chunk_div, row, chunk);
-    const int width = p.out_size[R - 1];
-    const IDX row_start = row * (IDX)width;
-    const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, chunk, width);
-    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
+    IDX row, row_start;
+    ChunkSpan span;
+    if (!row_chunk<BYTES, IDX>(p.total_chunks, p.chunk_div, p.out_size[R - 1], row, row_start, span))
+        return;
     const int c0 = span.c0;
 
     // Outer coordinates -> source row offset, once per chunk.

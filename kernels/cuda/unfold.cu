@@ -10,7 +10,8 @@
 
 namespace dml {
 
-// Mirrors the launcher's NumPy structured dtype field by field (natural alignment).
+// The launcher reads this struct into its NumPy structured dtype (natural alignment): one
+// field per line, `type name;` or `type name[count];`.
 struct UnfoldParams {
     long long x_stride_n;       // element strides of the input (0 = broadcast)
     long long x_stride_c;
@@ -36,15 +37,10 @@ unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BY
               const UnfoldParams p) {
     typedef typename Bits<BYTES>::type T;
     const int V = Chunk<BYTES>::N;
-    const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
-    if (t >= (IDX)p.total_chunks) return;
-
-    IDX row, chunk;
-    divmod<IDX>(t, p.chunk_div, row, chunk);
-    const int length = p.block_count;
-    const IDX row_start = row * (IDX)length;
-    const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, chunk, length);
-    if (span.first >= span.end) return;  // the spare chunk of a row that needed one less
+    IDX row, row_start;
+    ChunkSpan span;
+    if (!row_chunk<BYTES, IDX>(p.total_chunks, p.chunk_div, p.block_count, row, row_start, span))
+        return;
 
     IDX nc, tap, n, c;
     divmod<IDX>(row, p.taps_div, nc, tap);

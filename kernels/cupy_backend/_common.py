@@ -2,23 +2,24 @@
 
 A launcher turns a call's geometry (shapes, strides, dtype, operator fields) into a `Plan`
 once (memoized), so a call is one allocation and one launch. Kernel parameters travel by
-value as one C struct per launch; each struct is declared here through `param_struct` as a
-NumPy structured dtype with C alignment, in the field order of the struct in its `.cu` file
-(a test compiles the `.cu` files and checks every size and offset), and passed as a NumPy
-structured scalar whose bytes CuPy hands to the kernel unchanged.
+value as one C struct per launch. The struct is written once, in its `.cu` file:
+`param_struct` reads it from there into a NumPy structured dtype with C alignment (a test
+compiles the `.cu` files and checks every size and offset against it), and the launcher
+passes a structured scalar of that dtype, whose bytes CuPy hands to the kernel unchanged.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..wire import buffer_extent
-from ._loader import kernel
+from ._loader import CUDA_DIR, kernel
 
 __all__ = [
     "BLOCK",
@@ -28,6 +29,7 @@ __all__ = [
     "Launch",
     "ParamStruct",
     "Plan",
+    "chunk_plan",
     "chunks_per_row",
     "fast_divmod",
     "fill_divisors",
@@ -35,7 +37,6 @@ __all__ = [
     "index_type",
     "launch",
     "param_struct",
-    "run",
     "sm_count",
 ]
 
@@ -54,22 +55,57 @@ class ParamStruct(NamedTuple):
 STRUCTS: list[ParamStruct] = []
 
 
-def param_struct(
-    source: str, name: str, fields: Sequence[tuple[str, str | np.dtype, int]]
-) -> np.dtype:
-    """A C-aligned structured dtype from ``(field, dtype, count)`` (count 0: a scalar) that
-    mirrors the struct `name` of `source`; recorded in `STRUCTS` for the layout test."""
+# The C field types the parameter structs use; any other type names a struct of the same
+# sources (FastDivmod), read the same way.
+_SCALARS = {
+    "int": "<i4",
+    "unsigned": "<u4",
+    "long long": "<i8",
+    "unsigned long long": "<u8",
+    "float": "<f4",
+}
+# One field per declaration: `type name;` or `type name[count];`, a comment after it.
+_FIELD = re.compile(r"\s*(?P<type>\w+(?: \w+)*) (?P<name>\w+)(?:\[(?P<count>\d+)\])?;\s*(?://.*)?")
+
+
+@functools.cache
+def _struct_body(source: str, name: str) -> str:
+    """The declarations of ``struct name { ... };`` in `source` or a header it includes."""
+    text = (CUDA_DIR / source).read_text()
+    found = re.search(rf"^struct {name} \{{\n(.*?)^\}};", text, re.M | re.S)
+    if found:
+        return found.group(1)
+    for header in re.findall(r'^#include "([^"]+)"', text, re.M):
+        try:
+            return _struct_body(header, name)
+        except LookupError:
+            pass
+    raise LookupError(f"no struct {name} in {source} or the headers it includes")
+
+
+def _struct_dtype(source: str, name: str) -> np.dtype:
     spec: list[Any] = []
-    for field, dtype, count in fields:
-        spec.append((field, dtype, (count,)) if count else (field, dtype))
-    dtype = np.dtype(spec, align=True)
+    for line in _struct_body(source, name).splitlines():
+        field = _FIELD.fullmatch(line)
+        if field is None:
+            raise ValueError(f"struct {name} ({source}): cannot read the declaration {line!r}")
+        ctype, count = field["type"], field["count"]
+        dtype = np.dtype(_SCALARS[ctype]) if ctype in _SCALARS else _struct_dtype(source, ctype)
+        spec.append((field["name"], dtype, (int(count),)) if count else (field["name"], dtype))
+    return np.dtype(spec, align=True)
+
+
+def param_struct(source: str, name: str) -> np.dtype:
+    """The C-aligned structured dtype of the struct `name` (``dml::PadParams``) declared in
+    `kernels/cuda/<source>` or a header it includes; recorded in `STRUCTS` for the layout
+    test."""
+    dtype = _struct_dtype(source, name.rpartition("::")[2])
     STRUCTS.append(ParamStruct(source, name, dtype))
     return dtype
 
 
-# struct FastDivmod { unsigned d, mul, shift; } (common.cuh); nested in other structs.
-FAST_DIVMOD = np.dtype([("d", "<u4"), ("mul", "<u4"), ("shift", "<u4")], align=True)
-STRUCTS.append(ParamStruct("common.cuh", "dml::FastDivmod", FAST_DIVMOD))
+#: struct FastDivmod (common.cuh), nested in the other structs.
+FAST_DIVMOD = param_struct("common.cuh", "dml::FastDivmod")
 
 
 def fast_divmod(d: int) -> tuple[int, int, int]:
@@ -157,12 +193,35 @@ class Plan(NamedTuple):
     launch: Launch | None
     params: np.ndarray
 
+    def run(self, x: Any, params: np.ndarray | None = None) -> Any:
+        """Allocate the output (C-contiguous, ``x``'s dtype) and launch; ``params`` replaces
+        the planned struct (a value known only at the call)."""
+        import cupy
 
-def run(plan: Plan, x: Any, params: np.ndarray | None = None) -> Any:
-    """Allocate the output of `plan` (C-contiguous, ``x``'s dtype) and launch it."""
-    import cupy
+        y = cupy.empty(self.out_shape, dtype=x.dtype)
+        if self.launch is not None:
+            self.launch(x, y, (self.params if params is None else params)[()])
+        return y
 
-    y = cupy.empty(plan.out_shape, dtype=x.dtype)
-    if plan.launch is not None:
-        plan.launch(x, y, (plan.params if params is None else params)[()])
-    return y
+
+def chunk_plan(
+    params: np.ndarray,
+    x_shape: Sequence[int],
+    x_strides: Sequence[int],
+    out_shape: tuple[int, ...],
+    width: int,
+    itemsize: int,
+    source: str,
+    name: str,
+    *template_args: object,
+) -> Plan:
+    """The `Plan` of a row-chunk kernel (common.cuh, row_chunk): one thread per 16-byte chunk
+    of each output row of ``width`` elements. Fills the struct's ``chunk_div`` and
+    ``total_chunks``; the index type (from the input's element strides and the counts) is the
+    last template argument."""
+    chunks = chunks_per_row(width, itemsize)
+    total = math.prod(out_shape) // width * chunks
+    params["chunk_div"] = fast_divmod(chunks)
+    params["total_chunks"] = total
+    idx = index_type(x_shape, x_strides, math.prod(out_shape), total)
+    return Plan(out_shape, launch(source, name, *template_args, idx, grid=grid_for(total)), params)

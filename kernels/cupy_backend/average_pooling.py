@@ -9,10 +9,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._common import (
     BLOCK,
-    FAST_DIVMOD,
     INT32_LIMIT,
     Launch,
     Plan,
@@ -22,7 +21,6 @@ from ._common import (
     index_type,
     launch,
     param_struct,
-    run,
     sm_count,
 )
 
@@ -31,38 +29,7 @@ __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 Path = Literal["strip", "rows", "tiled", "direct"]
 PATHS: tuple[Path, ...] = ("strip", "rows", "tiled", "direct")
 
-PARAMS = param_struct(
-    "average_pooling.cu",
-    "dml::PoolParams",
-    [
-        ("x_stride_n", "<i8", 0),
-        ("x_stride_c", "<i8", 0),
-        ("x_stride", "<i8", 3),
-        ("total", "<i8", 0),
-        ("size", "<i4", 3),
-        ("out", "<i4", 3),
-        ("window", "<i4", 3),
-        ("stride", "<i4", 3),
-        ("dilation", "<i4", 3),
-        ("pad_lo", "<i4", 3),
-        ("tile", "<i4", 3),
-        ("in_tile", "<i4", 3),
-        ("tiles_div", FAST_DIVMOD, 3),
-        ("out_div", FAST_DIVMOD, 3),
-        ("in_w_div", FAST_DIVMOD, 0),
-        ("in_wv_div", FAST_DIVMOD, 0),
-        ("tile_w_div", FAST_DIVMOD, 0),
-        ("tile_wv_div", FAST_DIVMOD, 0),
-        ("channel_div", FAST_DIVMOD, 0),
-        ("include_padding", "<i4", 0),
-        ("taps", "<f4", 0),
-        ("groups_div", FAST_DIVMOD, 0),
-        ("contiguous", "<i4", 0),
-        ("strip_div", FAST_DIVMOD, 3),
-        ("run_planes", "<i4", 0),
-        ("unused", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
 
 # Window sizes compiled as template constants (others are read at run time).
 SPECIALISED_WINDOWS = (1, 2, 3)
@@ -136,21 +103,16 @@ def reads_per_element(window: Sequence[int], stride: Sequence[int]) -> float:
     return math.prod(k / st for k, st in zip(window, stride, strict=True))
 
 
-def _strip_axes(
-    sizes: Sequence[int],
-    window: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start: Sequence[int],
-    end: Sequence[int],
-) -> bool:
+def _strip_axes(window: Window) -> bool:
     """Whether pool_strip takes this geometry: unit dilations, windows of 1..3 with pads
     inside them, strides 1 or 2 across the row (W) and, in 3-D, down the tile (H)."""
-    if any(d != 1 for d in dilations) or any(not 1 <= k <= 3 for k in window):
+    if any(d != 1 for d in window.dilations) or any(not 1 <= k <= 3 for k in window.sizes):
         return False
-    if any(a >= k or b >= k for a, b, k in zip(start, end, window, strict=True)):
+    pads = zip(window.start_padding, window.end_padding, window.sizes, strict=True)
+    if any(a >= k or b >= k for a, b, k in pads):
         return False
-    inner = strides[1:] if len(sizes) == 3 else strides[-1:]
+    strides = window.strides
+    inner = strides[1:] if len(strides) == 3 else strides[-1:]
     return all(st in (1, 2) for st in inner)
 
 
@@ -158,20 +120,19 @@ def _strip_plan(
     shape: tuple[int, ...],
     xs: list[int],
     dtype: np.dtype,
-    geometry: tuple[tuple[int, ...], ...],
+    window: Window,
     out3: list[int],
     p: np.ndarray,
 ) -> Launch | None:
     """pool_strip over the 3-D form: 2-D pools walk H (the D axis of the kernel) with unit
     rows, 1-D pools have unit D and H."""
-    window, strides, _, start, _ = geometry
     n, c, *sizes = shape
     dims = len(sizes)
     # kernel axes (D, H, W) <- pool axes
     axes = {1: (None, None, 0), 2: (0, None, 1), 3: (0, 1, 2)}[dims]
-    k3 = [window[a] if a is not None else 1 for a in axes]
-    s3 = [strides[a] if a is not None else 1 for a in axes]
-    pad3 = [start[a] if a is not None else 0 for a in axes]
+    k3 = [window.sizes[a] if a is not None else 1 for a in axes]
+    s3 = [window.strides[a] if a is not None else 1 for a in axes]
+    pad3 = [window.start_padding[a] if a is not None else 0 for a in axes]
     size3 = [sizes[a] if a is not None else 1 for a in axes]
     st3 = [xs[2 + a] if a is not None else 0 for a in axes]
     o3 = [out3[3 - dims + a] if a is not None else 1 for a in axes]
@@ -218,7 +179,7 @@ def _plan(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],
     dtype: np.dtype,
-    geometry: tuple[tuple[int, ...], ...],
+    window: Window,
     include_padding: bool,
     path: Path | None = None,
 ) -> Plan:
@@ -229,10 +190,9 @@ def _plan(
     overlapping small windows (but pool_rows for 1-D and 2-D windows that re-read little, such
     as k3s2), pool_rows where windows re-read little, else pool_tiled, else pool_direct.
     """
-    window_size, strides, dilations, start_padding, end_padding = geometry
     n, c, *sizes = shape
     dims = len(sizes)
-    out_sizes = blocks_per_dimension(sizes, *geometry)
+    out_sizes = window.blocks(sizes)
     out_shape = (n, c, *out_sizes)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
@@ -242,51 +202,52 @@ def _plan(
     lead = 3 - dims
     xs = [s // dtype.itemsize for s in byte_strides]
     out3 = [1] * lead + list(out_sizes)
-    window3 = [1] * lead + list(window_size)
-    stride3 = [1] * lead + list(strides)
-    dilation3 = [1] * lead + list(dilations)
+    window3 = window.with_unit_axes(lead)
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
     p["channel_div"] = fast_divmod(c)
     p["include_padding"] = int(include_padding)
-    p["taps"] = math.prod(window_size)
+    p["taps"] = window.taps
 
     # Measured on an H100 (NOTES-memory-kernels.md, run 5): the strip kernel beats the tiles on
     # overlapping windows (2-D k3s1 68 vs 54 % of copy, 3-D k3s1 83 vs 40 %) and pool_rows on
     # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %) and stays.
-    overlapping = any(k > st for k, st in zip(window_size, strides, strict=True))
-    few_reads = reads_per_element(window_size, strides) <= ROWS_MAX_READS
-    strip_fits = _strip_axes(sizes, window_size, strides, dilations, start_padding, end_padding)
+    overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
+    few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
+    strip_fits = _strip_axes(window)
     strip_wins = overlapping and not (dims <= 2 and few_reads)
     if path == "strip" or (path is None and strip_wins and strip_fits):
-        if strip_fits and (kernel := _strip_plan(shape, xs, dtype, geometry, out3, p)) is not None:
+        if strip_fits and (kernel := _strip_plan(shape, xs, dtype, window, out3, p)) is not None:
             return Plan(out_shape, kernel, p)
         path = None
 
+    stride3, dilation3 = window3.strides, window3.dilations
     p["x_stride"] = [0] * lead + xs[2:]
     p["size"] = [1] * lead + list(sizes)
     p["out"] = out3
-    p["window"] = window3
+    p["window"] = window3.sizes
     p["stride"] = stride3
     p["dilation"] = dilation3
-    p["pad_lo"] = [0] * lead + list(start_padding)
+    p["pad_lo"] = window3.start_padding
     fill_divisors(p["out_div"], out3)
     if path is None and few_reads:
         path = "rows"
     if path == "rows":
-        v = outputs_per_thread(window3[2], dtype.itemsize)
+        v = outputs_per_thread(window3.sizes[2], dtype.itemsize)
         groups = -(-out3[2] // v)
         total = n * c * out3[0] * out3[1] * groups
         p["total"] = total
         p["groups_div"] = fast_divmod(groups)
         p["contiguous"] = int(
-            xs[-1] == 1 and stride3[2] == window3[2] and (window3[2] == 1 or dilation3[2] == 1)
+            xs[-1] == 1
+            and stride3[2] == window3.sizes[2]
+            and (window3.sizes[2] == 1 or dilation3[2] == 1)
         )
         idx = index_type(shape, xs, math.prod(out_shape), total)
-        k = [_constant(w) for w in window3]
+        k = [_constant(w) for w in window3.sizes]
         kernel = launch("average_pooling.cu", "pool_rows", dtype, idx, *k, v, grid=grid_for(total))
         return Plan(out_shape, kernel, p)
 
-    choice = choose_tile(out3, window3, stride3, dilation3)
+    choice = choose_tile(out3, window3.sizes, stride3, dilation3)
     # pool_tiled forms in-row offsets in 32 bits.
     row_fits = (sizes[-1] - 1) * abs(xs[-1]) <= INT32_LIMIT
     if choice is None or not row_fits or path == "direct":
@@ -306,7 +267,7 @@ def _plan(
     p["in_wv_div"] = fast_divmod(-(-ext[2] // TILE_VECTOR))
     p["tile_w_div"] = fast_divmod(tile[2])
     p["tile_wv_div"] = fast_divmod(-(-tile[2] // TILE_VECTOR))
-    k = [_constant(w) for w in window3]
+    k = [_constant(w) for w in window3.sizes]
     kernel = launch(
         "average_pooling.cu",
         "pool_tiled",
@@ -319,33 +280,11 @@ def _plan(
     return Plan(out_shape, kernel, p)
 
 
-def average_pooling_on(
-    path: Path | None,
-    x: Any,
-    window_size: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    include_padding: bool,
-) -> Any:
+def average_pooling_on(path: Path | None, x: Any, window: Window, include_padding: bool) -> Any:
     """`average_pooling` through the kernel `path` (None: the launcher's choice)."""
-    geometry = tuple(
-        tuple(v) for v in (window_size, strides, dilations, start_padding, end_padding)
-    )
-    return run(_plan(x.shape, x.strides, x.dtype, geometry, bool(include_padding), path), x)
+    return _plan(x.shape, x.strides, x.dtype, window, bool(include_padding), path).run(x)
 
 
-def average_pooling(
-    x: Any,
-    window_size: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    include_padding: bool,
-) -> Any:
+def average_pooling(x: Any, window: Window, include_padding: bool) -> Any:
     """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16/FLOAT32, float32 sums."""
-    return average_pooling_on(
-        None, x, window_size, strides, dilations, start_padding, end_padding, include_padding
-    )
+    return average_pooling_on(None, x, window, include_padding)

@@ -11,7 +11,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._common import INT32_LIMIT, Launch, launch, sm_count
 
 __all__ = ["Options", "TiledPlan", "convolution_integer", "convolution_integer_on"]
@@ -52,6 +52,44 @@ class Options:
     prefetch: bool = True  # one-chunk CUDA-core tiles load the next image during the arithmetic
 
 
+class _Problem(NamedTuple):
+    """One call in the 2-D form every kernel takes (1-D maps to H = 1): input (N, C, H, W),
+    filter (M, C/G, R, S), G groups, output (OH, OW), strides, dilations, start pads, and the
+    zero points (the filter's on the host, one int32 per output channel)."""
+
+    n: int
+    c: int
+    h: int
+    wd: int
+    m: int
+    cg: int
+    r: int
+    s: int
+    g: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    ph: int
+    pw: int
+    zx: int
+    w_zp: np.ndarray
+
+    @property
+    def mg(self) -> int:
+        """Output channels per group."""
+        return self.m // self.g
+
+    def cuda_core_ints(self) -> tuple[int, ...]:
+        """The scalar arguments both CUDA-core kernels take, in their order."""
+        return (
+            *(self.m, self.mg, self.cg, self.h, self.wd, self.r, self.s, self.oh, self.ow),
+            *(self.sh, self.sw, self.dh, self.dw, self.ph, self.pw, _wrap32(self.zx)),
+        )
+
+
 class TiledPlan(NamedTuple):
     """The CUDA-core kernel's tiling: output channels per CTA, outputs per thread, output tile
     and its input extent, channels per shared-memory chunk, threads, tile counts, images per
@@ -85,22 +123,11 @@ def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
     return best[1], best[2]
 
 
-def _tiled_plan(
-    x: Any,
-    cg: int,
-    mg: int,
-    g: int,
-    r: int,
-    s: int,
-    oh: int,
-    ow: int,
-    geometry: tuple[Sequence[int], ...],
-    options: Options,
-) -> TiledPlan | None:
+def _tiled_plan(x: Any, q: _Problem, options: Options) -> TiledPlan | None:
     """Tile of the shared-memory CUDA-core kernel, or None where it does not fit (the naive
     kernel then runs)."""
-    (sh, sw), (dh, dw), _ = geometry
-    n, c, h, wd = (int(v) for v in x.shape)
+    n, h, wd, cg, mg, g, r, s, oh, ow = q.n, q.h, q.wd, q.cg, q.mg, q.g, q.r, q.s, q.oh, q.ow
+    sh, sw, dh, dw = q.sh, q.sw, q.dh, q.dw
     mb = next(v for v in (1, 2, 4) if v >= min(mg, 4))
     v = options.outputs_per_thread if mb <= 2 else 4  # 4 x 8 accumulators would spill
     mchunks = -(-mg // mb)
@@ -203,41 +230,42 @@ def convolution_integer_on(
     or "tensor_cores", "naive" ("none" for an empty output)."""
     import cupy
 
+    window = Window(w.shape[2:], strides, dilations, start_padding, end_padding)
     one_d = x.ndim == 3
     if one_d:  # 1-D maps to 2-D with H = 1
         x, w = x[:, :, None, :], w[:, :, None, :]
-        strides, dilations = (1, *strides), (1, *dilations)
-        start_padding, end_padding = (0, *start_padding), (0, *end_padding)
+        window = window.with_unit_axes(1)
     n, c, h, wd = (int(v) for v in x.shape)
     m, cg, r, s = (int(v) for v in w.shape)
-    g = int(group_count)
-    mg = m // g
-    oh, ow = blocks_per_dimension((h, wd), (r, s), strides, dilations, start_padding, end_padding)
+    oh, ow = window.blocks((h, wd))
     out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
     ran: TiledPlan | str = "none"
     if out.size:
-        zx = int(x_zero_point)
         w_zp = np.ascontiguousarray(np.broadcast_to(np.asarray(w_zero_point, np.int32), (m,)))
+        (sh, sw), (dh, dw), (ph, pw) = window.strides, window.dilations, window.start_padding
+        q = _Problem(
+            n, c, h, wd, m, cg, r, s, int(group_count), oh, ow, sh, sw, dh, dw, ph, pw,
+            int(x_zero_point), w_zp,
+        )  # fmt: skip
         use_tc = (
             options.path == "auto"
             and cg >= _MIN_TC_CHANNELS
-            and mg >= _MIN_TC_OUTPUTS
-            and _fits(zx, x.dtype == np.int8)
+            and q.mg >= _MIN_TC_OUTPUTS
+            and _fits(q.zx, x.dtype == np.int8)
             and n <= 65535  # grid z of the input transform
             and max(n * oh * ow, h * wd) <= INT32_LIMIT  # flat pixel index is 32-bit in the GEMM
         )
-        geometry = (strides, dilations, start_padding)
         plan = None
         if not use_tc and options.path != "naive":
-            plan = _tiled_plan(x, cg, mg, g, r, s, oh, ow, geometry, options)
+            plan = _tiled_plan(x, q, options)
         if use_tc:
-            _tensor_core(x, w, zx, w_zp, geometry, g, out, options.tile)
+            _tensor_core(x, w, out, q, options.tile)
             ran = "tensor_cores"
         elif plan is not None:
-            _tiled(x, w, zx, w_zp, geometry, g, out, plan)
+            _tiled(x, w, out, q, plan)
             ran = plan
         else:
-            _direct(x, w, zx, w_zp, geometry, g, out)
+            _direct(x, w, out, q)
             ran = "naive"
     return (out.reshape(n, m, ow) if one_d else out), ran
 
@@ -250,56 +278,30 @@ def _i64(v: int) -> np.int64:
     return np.int64(v)
 
 
-def _direct(
-    x: Any,
-    w: Any,
-    zx: int,
-    w_zp: np.ndarray,
-    geometry: tuple[Sequence[int], ...],
-    g: int,
-    out: Any,
-) -> None:
+def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
     import cupy
 
-    (sh, sw), (dh, dw), (ph, pw) = geometry
-    n, m, oh, ow = out.shape
-    _, _, h, wd = x.shape
-    _, cg, r, s = w.shape
     total = out.size
     blocks = min(math.ceil(total / 256), 1 << 20)
     kernel = launch(_DIRECT_SOURCE, "conv_int_direct", w.dtype, x.dtype, grid=(blocks, 1, 1))
-    zp_dev = cupy.asarray(w_zp)
-    zx32 = _wrap32(zx)
+    zp_dev = cupy.asarray(q.w_zp)
     kernel(
         x,
         w,
         zp_dev,
         out,
         _i64(total),
-        *(_i32(v) for v in (m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, zx32)),
+        *(_i32(v) for v in q.cuda_core_ints()),
         *(_i64(v) for v in x.strides),
         *(_i64(v) for v in w.strides),
     )
 
 
-def _tiled(
-    x: Any,
-    w: Any,
-    zx: int,
-    w_zp: np.ndarray,
-    geometry: tuple[Sequence[int], ...],
-    g: int,
-    out: Any,
-    plan: TiledPlan,
-) -> None:
+def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
     import cupy
 
-    (sh, sw), (dh, dw), (ph, pw) = geometry
-    n, m, oh, ow = out.shape
-    _, _, h, wd = x.shape
-    _, cg, r, s = w.shape
     mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
-    smem = 4 * (-(-cc * r * s * mb // 4) * 4 + cc * iht * iwt)
+    smem = 4 * (-(-cc * q.r * q.s * mb // 4) * 4 + cc * iht * iwt)
     kernel = launch(
         _DIRECT_SOURCE,
         "conv_int_tiled",
@@ -308,13 +310,14 @@ def _tiled(
         mb,
         v,
         _wide_rows(x),
-        grid=(tiles, g * mchunks, -(-n // nb)),
+        grid=(tiles, q.g * mchunks, -(-q.n // nb)),
         block=(threads, 1, 1),
         shared_mem=smem,
     )
-    zp_dev = cupy.asarray(w_zp)
+    zp_dev = cupy.asarray(q.w_zp)
     ints = (
-        *(n, m, m // g, cg, h, wd, r, s, oh, ow, sh, sw, dh, dw, ph, pw, _wrap32(zx)),
+        q.n,
+        *q.cuda_core_ints(),
         *(th, tw, iht, iwt, cc, tiles_w, mchunks, nb, int(pipe)),
     )
     kernel(
@@ -332,36 +335,24 @@ def _wrap32(v: int) -> int:
     return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def _tensor_core(
-    x: Any,
-    w: Any,
-    zx: int,
-    w_zp: np.ndarray,
-    geometry: tuple[Sequence[int], ...],
-    g: int,
-    out: Any,
-    tile: tuple[int, int] | None,
-) -> None:
+def _tensor_core(x: Any, w: Any, out: Any, q: _Problem, tile: tuple[int, int] | None) -> None:
     import cupy
 
-    (sh, sw), (dh, dw), (ph, pw) = geometry
-    n, m, oh, ow = out.shape
-    _, _, h, wd = x.shape
-    _, cg, r, s = w.shape
-    mg = m // g
-    cgp = -(-cg // 16) * 16
-    slots = g * cgp
-    kp = r * s * cgp
-    zx_byte = zx & 0xFF
+    cgp = -(-q.cg // 16) * 16
+    slots = q.g * cgp
+    kp = q.r * q.s * cgp
+    zx_byte = q.zx & 0xFF
 
     # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
-    wp = cupy.empty((m, kp), dtype=cupy.uint8)
-    bias = cupy.empty((m,), dtype=cupy.int32)
-    zp_dev = cupy.asarray(w_zp)
-    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(m, 1, 1), block=(128, 1, 1))
-    prep_w(w, zp_dev, wp, bias, *(_i32(v) for v in (cg, s, cgp, kp, zx)), *map(_i64, w.strides))
+    wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
+    bias = cupy.empty((q.m,), dtype=cupy.int32)
+    zp_dev = cupy.asarray(q.w_zp)
+    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
+    sizes = (q.cg, q.s, cgp, kp, q.zx)
+    prep_w(w, zp_dev, wp, bias, *(_i32(v) for v in sizes), *map(_i64, w.strides))
 
     # Input -> (N, H, W, G*Cgp), padded channels = z_x.
+    n, h, wd = q.n, q.h, q.wd
     xn = cupy.empty((n, h, wd, slots), dtype=cupy.uint8)
     # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
     sn, sc, sh_, sw_ = x.strides
@@ -373,14 +364,14 @@ def _tensor_core(
     prep_x(
         x,
         xn,
-        *(_i32(v) for v in (h, wd, cg, cgp, slots)),
+        *(_i32(v) for v in (h, wd, q.cg, cgp, slots)),
         np.uint32(zx_byte),
         *map(_i64, x.strides),
     )
 
-    pixels = n * oh * ow
-    zw_any = bool(np.any(w_zp != 0))
-    bm, bn = tile or _pick_tile(mg, pixels, g, sm_count())
+    pixels = n * q.oh * q.ow
+    zw_any = bool(np.any(q.w_zp != 0))
+    bm, bn = tile or _pick_tile(q.mg, pixels, q.g, sm_count())
     gemm: Launch = launch(
         _SOURCE,
         "conv_int_igemm",
@@ -390,9 +381,12 @@ def _tensor_core(
         bn,
         _STAGES,
         zw_any,
-        grid=(math.ceil(pixels / bn), math.ceil(mg / bm), g),
+        grid=(math.ceil(pixels / bn), math.ceil(q.mg / bm), q.g),
         block=(128, 1, 1),
         shared_mem=_STAGES * (bm + bn) * 64,
     )
-    ints = (h, wd, oh, ow, r, s, sh, sw, dh, dw, ph, pw, m, mg, cgp, slots, kp, pixels, oh * ow)
+    ints = (
+        *(h, wd, q.oh, q.ow, q.r, q.s, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw),
+        *(q.m, q.mg, cgp, slots, kp, pixels, q.oh * q.ow),
+    )
     gemm(wp, xn, zp_dev, bias, out, *(_i32(v) for v in ints), np.uint32(zx_byte * 0x01010101))

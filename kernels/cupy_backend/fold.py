@@ -9,52 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
-from ._common import (
-    FAST_DIVMOD,
-    Plan,
-    chunks_per_row,
-    fast_divmod,
-    fill_divisors,
-    grid_for,
-    index_type,
-    launch,
-    param_struct,
-    run,
-)
+from ..geometry import Window
+from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
 
 __all__ = ["fold"]
 
-MAX_DIMS = 6
-
-PARAMS = param_struct(
-    "fold.cu",
-    "dml::FoldParams",
-    [
-        ("col_stride_n", "<i8", 0),
-        ("col_stride_r", "<i8", 0),
-        ("col_stride_l", "<i8", 0),
-        ("total_chunks", "<i8", 0),
-        ("size", "<i4", MAX_DIMS),
-        ("window", "<i4", MAX_DIMS),
-        ("pad_lo", "<i4", MAX_DIMS),
-        ("dilation", "<i4", MAX_DIMS),
-        ("blocks", "<i4", MAX_DIMS),
-        ("k_step", "<i4", MAX_DIMS),
-        ("b_step", "<i4", MAX_DIMS),
-        ("k_inverse", "<i4", MAX_DIMS),
-        ("tap_stride", "<i4", MAX_DIMS),
-        ("block_stride", "<i4", MAX_DIMS),
-        ("size_div", FAST_DIVMOD, MAX_DIMS),
-        ("stride_div", FAST_DIVMOD, MAX_DIMS),
-        ("gcd_div", FAST_DIVMOD, MAX_DIMS),
-        ("k_step_div", FAST_DIVMOD, MAX_DIMS),
-        ("chunk_div", FAST_DIVMOD, 0),
-        ("channel_div", FAST_DIVMOD, 0),
-        ("taps", "<i4", 0),
-        ("unused", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("fold.cu", "dml::FoldParams")
 
 
 def _suffix_products(values: Sequence[int]) -> list[int]:
@@ -71,23 +31,20 @@ def _plan(
     byte_strides: tuple[int, ...],
     dtype: np.dtype,
     output_sizes: tuple[int, ...],
-    geometry: tuple[tuple[int, ...], ...],
+    window: Window,
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches."""
-    window_sizes, strides, dilations, start_padding, end_padding = geometry
+    strides, dilations = window.strides, window.dilations
     n, rows, _ = shape
     dims = len(output_sizes)
-    taps = math.prod(window_sizes)
+    taps = window.taps
     c = rows // taps
-    blocks = blocks_per_dimension(output_sizes, *geometry)
+    blocks = window.blocks(output_sizes)
     out_shape = (n, c, *output_sizes)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
         return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
-    width = output_sizes[-1]
-    chunks = chunks_per_row(width, itemsize)
-    total = math.prod(out_shape) // width * chunks
 
     gcds = [math.gcd(s, d) for s, d in zip(strides, dilations, strict=True)]
     k_steps = [s // g for s, g in zip(strides, gcds, strict=True)]
@@ -96,45 +53,31 @@ def _plan(
 
     xs = [s // itemsize for s in byte_strides]
     p["col_stride_n"], p["col_stride_r"], p["col_stride_l"] = xs
-    p["total_chunks"] = total
     p["size"][:dims] = output_sizes
-    p["window"][:dims] = window_sizes
-    p["pad_lo"][:dims] = start_padding
+    p["window"][:dims] = window.sizes
+    p["pad_lo"][:dims] = window.start_padding
     p["dilation"][:dims] = dilations
     p["blocks"][:dims] = blocks
     p["k_step"][:dims] = k_steps
     p["b_step"][:dims] = b_steps
     p["k_inverse"][:dims] = inverses
-    p["tap_stride"][:dims] = _suffix_products(window_sizes)
+    p["tap_stride"][:dims] = _suffix_products(window.sizes)
     p["block_stride"][:dims] = _suffix_products(blocks)
     fill_divisors(p["size_div"], output_sizes)
     fill_divisors(p["stride_div"], strides)
     fill_divisors(p["gcd_div"], gcds)
     fill_divisors(p["k_step_div"], k_steps)
-    p["chunk_div"] = fast_divmod(chunks)
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
+    return chunk_plan(
+        p, shape, xs, out_shape, output_sizes[-1], itemsize, "fold.cu", "fold_chunks", dtype, dims
+    )
 
-    idx = index_type(shape, xs, math.prod(out_shape), total)
-    kernel = launch("fold.cu", "fold_chunks", dtype, dims, idx, grid=grid_for(total))
-    return Plan(out_shape, kernel, p)
 
-
-def fold(
-    x: Any,
-    output_sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
+def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
     """``(N, C*prod(K), BlockCount) -> (N, C, *output_sizes)``, summing overlapping taps.
 
     Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
     fixed, so results are deterministic.
     """
-    geometry = tuple(
-        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
-    )
-    return run(_plan(x.shape, x.strides, x.dtype, tuple(output_sizes), geometry), x)
+    return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window).run(x)

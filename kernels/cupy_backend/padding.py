@@ -9,20 +9,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..directml import MAX_TENSOR_RANK as MAX_RANK
 from ..directml import PaddingMode
 from ._common import (
     BLOCK,
-    FAST_DIVMOD,
     Plan,
+    chunk_plan,
     chunks_per_row,
     fast_divmod,
     fill_divisors,
-    grid_for,
     index_type,
     launch,
     param_struct,
-    run,
 )
 
 __all__ = ["PATHS", "padding", "padding_on"]
@@ -32,28 +29,7 @@ PATHS: tuple[Path, ...] = ("rows", "chunks")
 # pad_rows: shared memory per CTA for the source rows of its groups; longer rows take pad_chunks.
 ROWS_SMEM_BUDGET = 32 * 1024
 
-PARAMS = param_struct(
-    "padding.cu",
-    "dml::PadParams",
-    [
-        ("in_stride", "<i8", MAX_RANK),
-        ("total_chunks", "<i8", 0),
-        ("value", "<u8", 0),
-        ("in_end", "<i8", 0),
-        ("in_size", "<i4", MAX_RANK),
-        ("out_size", "<i4", MAX_RANK),
-        ("pad_lo", "<i4", MAX_RANK),
-        ("out_div", FAST_DIVMOD, MAX_RANK),
-        ("chunk_div", FAST_DIVMOD, 0),
-        ("period_div", FAST_DIVMOD, 0),
-        ("period_offset", "<i4", 0),
-        ("mode", "<i4", 0),
-        ("periodic", "<i4", 0),
-        ("inner_contiguous", "<i4", 0),
-        ("row_bytes", "<i4", 0),
-        ("chunks", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("padding.cu", "dml::PadParams")
 
 
 def collapse(
@@ -138,7 +114,6 @@ def _plan(
     sizes_out = [n + a + b for n, a, b in zip(sizes, lo, hi, strict=True)]
     chunks = chunks_per_row(sizes_out[-1], itemsize)
     rows = math.prod(out_shape) // sizes_out[-1]
-    total = rows * chunks
     period = _period(sizes[-1], mode)
 
     p["in_stride"][:rank] = in_strides
@@ -146,7 +121,6 @@ def _plan(
     p["out_size"][:rank] = sizes_out
     p["pad_lo"][:rank] = lo
     fill_divisors(p["out_div"], sizes_out)
-    p["chunk_div"] = fast_divmod(chunks)
     p["period_div"] = fast_divmod(period)
     p["period_offset"] = period * -(-lo[-1] // period)
     p["mode"] = PaddingMode(mode).dml_value
@@ -160,7 +134,6 @@ def _plan(
     p["in_end"] = 0 if 0 in shape else (last + 1) * itemsize
     p["chunks"] = chunks
 
-    idx = index_type(shape, strides, math.prod(out_shape), total)
     lanes = _lanes_per_row(chunks)
     slot = _row_slot(sizes[-1], itemsize)
     rows_fit = (
@@ -175,6 +148,7 @@ def _plan(
         p["total_chunks"] = rows
         p["row_bytes"] = slot
         groups = BLOCK // lanes
+        idx = index_type(shape, strides, math.prod(out_shape), rows * chunks)
         kernel = launch(
             "padding.cu",
             "pad_rows",
@@ -187,9 +161,10 @@ def _plan(
             shared_mem=groups * slot,
         )
         return Plan(out_shape, kernel, p)
-    p["total_chunks"] = total
-    kernel = launch("padding.cu", "pad_chunks", itemsize, rank, idx, grid=grid_for(total))
-    return Plan(out_shape, kernel, p)
+    return chunk_plan(
+        p, shape, strides, out_shape, sizes_out[-1], itemsize, "padding.cu", "pad_chunks",
+        itemsize, rank,
+    )  # fmt: skip
 
 
 def padding_on(
@@ -217,7 +192,7 @@ def padding_on(
         params = params.copy()
         raw = np.asarray(value, dtype=x.dtype).tobytes().ljust(8, b"\0")
         params["value"] = int.from_bytes(raw, "little")
-    return run(plan, x, params)
+    return plan.run(x, params)
 
 
 def padding(

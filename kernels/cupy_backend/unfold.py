@@ -4,51 +4,16 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
-from ._common import (
-    FAST_DIVMOD,
-    Plan,
-    chunks_per_row,
-    fast_divmod,
-    fill_divisors,
-    grid_for,
-    index_type,
-    launch,
-    param_struct,
-    run,
-)
+from ..geometry import Window
+from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
 
 __all__ = ["unfold"]
 
-MAX_DIMS = 6
-
-PARAMS = param_struct(
-    "unfold.cu",
-    "dml::UnfoldParams",
-    [
-        ("x_stride_n", "<i8", 0),
-        ("x_stride_c", "<i8", 0),
-        ("x_stride", "<i8", MAX_DIMS),
-        ("total_chunks", "<i8", 0),
-        ("size", "<i4", MAX_DIMS),
-        ("window_stride", "<i4", MAX_DIMS),
-        ("dilation", "<i4", MAX_DIMS),
-        ("pad_lo", "<i4", MAX_DIMS),
-        ("blocks", "<i4", MAX_DIMS),
-        ("block_div", FAST_DIVMOD, MAX_DIMS),
-        ("window_div", FAST_DIVMOD, MAX_DIMS),
-        ("chunk_div", FAST_DIVMOD, 0),
-        ("taps_div", FAST_DIVMOD, 0),
-        ("channel_div", FAST_DIVMOD, 0),
-        ("block_count", "<i4", 0),
-        ("unused", "<i4", 0),
-    ],
-)
+PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
 
 
 @functools.lru_cache(maxsize=512)
@@ -56,53 +21,37 @@ def _plan(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],
     itemsize: int,
-    geometry: tuple[tuple[int, ...], ...],
+    window: Window,
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches."""
-    window_sizes, strides, dilations, start_padding, end_padding = geometry
     n, c, *sizes = shape
     dims = len(sizes)
-    blocks = blocks_per_dimension(sizes, *geometry)
-    taps = math.prod(window_sizes)
+    blocks = window.blocks(sizes)
+    taps = window.taps
     length = math.prod(blocks)
     out_shape = (n, c * taps, length)
     p = np.zeros((), dtype=PARAMS)
     if math.prod(out_shape) == 0:
         return Plan(out_shape, None, p)
-    chunks = chunks_per_row(length, itemsize)
-    total = n * c * taps * chunks
 
     xs = [s // itemsize for s in byte_strides]
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
     p["x_stride"][:dims] = xs[2:]
-    p["total_chunks"] = total
     p["size"][:dims] = sizes
-    p["window_stride"][:dims] = strides
-    p["dilation"][:dims] = dilations
-    p["pad_lo"][:dims] = start_padding
+    p["window_stride"][:dims] = window.strides
+    p["dilation"][:dims] = window.dilations
+    p["pad_lo"][:dims] = window.start_padding
     p["blocks"][:dims] = blocks
     fill_divisors(p["block_div"], blocks)
-    fill_divisors(p["window_div"], window_sizes)
-    p["chunk_div"] = fast_divmod(chunks)
+    fill_divisors(p["window_div"], window.sizes)
     p["taps_div"] = fast_divmod(taps)
     p["channel_div"] = fast_divmod(c)
     p["block_count"] = length
-
-    idx = index_type(shape, xs, math.prod(out_shape), total)
-    kernel = launch("unfold.cu", "unfold_chunks", itemsize, dims, idx, grid=grid_for(total))
-    return Plan(out_shape, kernel, p)
-
-
-def unfold(
-    x: Any,
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Any:
-    """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
-    geometry = tuple(
-        tuple(v) for v in (window_sizes, strides, dilations, start_padding, end_padding)
+    return chunk_plan(
+        p, shape, xs, out_shape, length, itemsize, "unfold.cu", "unfold_chunks", itemsize, dims
     )
-    return run(_plan(x.shape, x.strides, x.dtype.itemsize, geometry), x)
+
+
+def unfold(x: Any, window: Window) -> Any:
+    """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
+    return _plan(x.shape, x.strides, x.dtype.itemsize, window).run(x)

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from ..descriptors import OperatorBase, TensorDesc
+from ..descriptors import OperatorBase, TensorDesc, Windowed
 from ..errors import BackendUnavailableError
+from ..geometry import Window
 
-__all__ = ["BackendFunction", "Example", "OperatorSpec"]
+__all__ = ["BackendFunction", "Example", "OperatorSpec", "window_of"]
 
 OpT = TypeVar("OpT", bound=OperatorBase)
 P = ParamSpec("P")
@@ -85,6 +86,15 @@ class OperatorSpec(Generic[OpT, P]):
     def run(self, op: OpT, arrays: Mapping[str, Any], backend: str = "numpy") -> Any:
         """Run a resolved descriptor on `arrays` (no further validation)."""
         return self.implementation(backend)(*self.arguments(op, arrays))
+
+
+def window_of(op: Windowed, sizes: Sequence[int]) -> Window:
+    """The backends' `Window` of a resolved descriptor (its arrays filled in) whose window has
+    ``sizes`` (WindowSizes or WindowSize)."""
+    return Window(
+        tuple(sizes), op.strides or (), op.dilations or (), op.start_padding or (),
+        op.end_padding or (),
+    )  # fmt: skip
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from ..descriptors import Errors, OperatorBase, OperatorType, PerAxis, TensorDes
 from ..dtypes import DataType
 from ..reference.average_pooling import average_pooling
 from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host, window_fields
-from ._spec import Example, OperatorSpec
+from ._spec import Example, OperatorSpec, window_of
 
 __all__ = ["SPEC", "AveragePoolingOperator", "first_window_in_padding", "helper"]
 
@@ -97,10 +97,7 @@ def first_window_in_padding(
 
 
 def _arguments(op: AveragePoolingOperator, arrays: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (
-        arrays["InputTensor"], op.window_size, op.strides, op.dilations, op.start_padding,
-        op.end_padding, op.include_padding,
-    )  # fmt: skip
+    return arrays["InputTensor"], window_of(op, op.window_size), op.include_padding
 
 
 def helper(

@@ -10,7 +10,7 @@ from ..descriptors import Errors, OperatorType, PerAxis, TensorDesc, WindowedOpe
 from ..dtypes import DataType, from_numpy
 from ..reference.fold import fold
 from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host, window_fields
-from ._spec import Example, OperatorSpec
+from ._spec import Example, OperatorSpec, window_of
 
 __all__ = ["SPEC", "FoldOperator", "helper"]
 
@@ -77,10 +77,7 @@ class FoldOperator(WindowedOperator):
 
 def _arguments(op: FoldOperator, arrays: Mapping[str, Any]) -> tuple[Any, ...]:
     assert op.output_tensor is not None
-    return (
-        arrays["InputTensor"], op.output_tensor.sizes[2:], op.window_sizes, op.strides,
-        op.dilations, op.start_padding, op.end_padding,
-    )  # fmt: skip
+    return arrays["InputTensor"], op.output_tensor.sizes[2:], window_of(op, op.window_sizes)
 
 
 def helper(

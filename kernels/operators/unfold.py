@@ -10,7 +10,7 @@ from ..descriptors import Errors, OperatorType, PerAxis, TensorDesc, WindowedOpe
 from ..dtypes import DataType
 from ..reference.unfold import unfold
 from ._sdk import ArrayLike, Dims, NDArray, per_axis, to_host, window_fields
-from ._spec import Example, OperatorSpec
+from ._spec import Example, OperatorSpec, window_of
 
 __all__ = ["SPEC", "UnfoldOperator", "helper"]
 
@@ -44,10 +44,7 @@ class UnfoldOperator(WindowedOperator):
 
 
 def _arguments(op: UnfoldOperator, arrays: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (
-        arrays["InputTensor"], op.window_sizes, op.strides, op.dilations, op.start_padding,
-        op.end_padding,
-    )  # fmt: skip
+    return arrays["InputTensor"], window_of(op, op.window_sizes)
 
 
 def helper(

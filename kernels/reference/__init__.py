@@ -1,7 +1,8 @@
 """The NumPy reference backend: DirectML's semantics written for clarity; the oracle.
 
-Every function takes already-validated parameters (one entry per spatial dimension) and
-returns a new C-contiguous array. Inputs may be any strided view, broadcast views included.
+Every function takes already-validated parameters (one entry per spatial dimension; the
+sliding window of UNFOLD, FOLD and AVERAGE_POOLING as one `geometry.Window`) and returns a new
+C-contiguous array. Inputs may be any strided view, broadcast views included.
 """
 
 from .average_pooling import average_pooling

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..geometry import Window
+
 Array = npt.NDArray[Any]
 Index = tuple[slice | int, ...]
 
@@ -27,12 +29,7 @@ def window_offsets(window_sizes: Sequence[int]) -> list[tuple[int, ...]]:
     return list(np.ndindex(*window_sizes))
 
 
-def tap_slices(
-    offset: Sequence[int],
-    blocks: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-) -> tuple[slice, ...]:
+def tap_slices(offset: Sequence[int], blocks: Sequence[int], window: Window) -> tuple[slice, ...]:
     """The padded-image slices that window offset ``offset`` reads for all blocks at once.
 
     Block ``b`` reads padded index ``b*Strides + k*Dilations``; ``b`` runs over
@@ -40,7 +37,7 @@ def tap_slices(
     """
     return tuple(
         slice(k * d, k * d + (b - 1) * s + 1, s)
-        for k, b, s, d in zip(offset, blocks, strides, dilations, strict=True)
+        for k, b, s, d in zip(offset, blocks, window.strides, window.dilations, strict=True)
     )
 
 

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._windows import Array
 from .unfold import unfold
 
 __all__ = ["average_pooling"]
 
 
-def average_pooling(
-    x: Array,
-    window_size: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    include_padding: bool,
-) -> Array:
+def average_pooling(x: Array, window: Window, include_padding: bool) -> Array:
     """``(N, C, *S) -> (N, C, *O)`` for 1..3 spatial dims, FLOAT16 or FLOAT32.
 
     ``O = (S + Start + End - ((WindowSize-1)*Dilations + 1)) // Strides + 1`` and
@@ -35,16 +24,15 @@ def average_pooling(
     """
     accumulate = np.float32 if x.dtype == np.float16 else np.float64
     n, c = x.shape[:2]
-    taps = math.prod(window_size)
-    geometry = (window_size, strides, dilations, start_padding, end_padding)
-    out_sizes = blocks_per_dimension(x.shape[2:], *geometry)
+    taps = window.taps
+    out_sizes = window.blocks(x.shape[2:])
 
-    windows = unfold(x.astype(accumulate), *geometry).reshape(n, c, taps, *out_sizes)
+    windows = unfold(x.astype(accumulate), window).reshape(n, c, taps, *out_sizes)
     sums = windows.sum(axis=2)
     if include_padding:
         divisor: Array | int = taps
     else:
-        inside = unfold(np.ones((1, 1, *x.shape[2:]), dtype=accumulate), *geometry)
+        inside = unfold(np.ones((1, 1, *x.shape[2:]), dtype=accumulate), window)
         divisor = inside.reshape(1, 1, taps, *out_sizes).sum(axis=2)
     with np.errstate(divide="ignore", invalid="ignore"):
         out: Array = (sums / divisor).astype(x.dtype, order="C")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._windows import Array
 from .unfold import unfold
 
@@ -35,15 +34,14 @@ def convolution_integer(
     """
     n, c = x.shape[:2]
     m = w.shape[0]
-    kernel = w.shape[2:]
     g = group_count
-    geometry = (kernel, strides, dilations, start_padding, end_padding)
-    out_sizes = blocks_per_dimension(x.shape[2:], *geometry)
+    window = Window(w.shape[2:], strides, dilations, start_padding, end_padding)
+    out_sizes = window.blocks(x.shape[2:])
 
     # Subtracting x_zp first turns "pad with x_zp" into UNFOLD's implicit zero padding.
     centered = x.astype(np.int64) - np.int64(x_zero_point)
-    columns = unfold(centered, *geometry)  # (N, C*prod(K), BlockCount)
-    columns = columns.reshape(n, g, (c // g) * math.prod(kernel), -1)
+    columns = unfold(centered, window)  # (N, C*prod(K), BlockCount)
+    columns = columns.reshape(n, g, (c // g) * window.taps, -1)
 
     w_zp = np.broadcast_to(np.asarray(w_zero_point, dtype=np.int64).reshape(-1), (m,))
     filters = w.astype(np.int64) - w_zp.reshape(m, *([1] * (w.ndim - 1)))

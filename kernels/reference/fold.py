@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..geometry import blocks_per_dimension
+from ..geometry import Window
 from ._windows import (
     EVERYTHING,
     Array,
@@ -22,16 +21,9 @@ from ._windows import (
 __all__ = ["fold"]
 
 
-def fold(
-    x: Array,
-    output_sizes: Sequence[int],
-    window_sizes: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-) -> Array:
-    """``(N, C*prod(K), BlockCount) -> (N, C, *output_sizes)``, any dtype, 1..6 spatial dims.
+def fold(x: Array, output_sizes: Sequence[int], window: Window) -> Array:
+    """``(N, C*prod(K), BlockCount) -> (N, C, *output_sizes)``, any dtype, 1..6 spatial dims,
+    ``K`` the window's sizes.
 
     ``Y[n, c, p] = sum of X[n, c*prod(K) + k, b]`` over all ``(k, b)`` with
     ``b*Strides + k*Dilations - StartPadding == p``; contributions landing in the padding are
@@ -40,19 +32,18 @@ def fold(
     is rounded once at the end; FLOAT32/FLOAT64 accumulate in their own type.
     """
     n, rows, _ = x.shape
-    c = rows // math.prod(window_sizes)
-    blocks = blocks_per_dimension(
-        output_sizes, window_sizes, strides, dilations, start_padding, end_padding
-    )
-    columns = x.reshape(n, c, *window_sizes, *blocks)
+    c = rows // window.taps
+    blocks = window.blocks(output_sizes)
+    columns = x.reshape(n, c, *window.sizes, *blocks)
     # Accumulate into the zero-padded image, then keep its interior (drops padding hits).
     padded = np.zeros(
-        (n, c, *padded_sizes(output_sizes, start_padding, end_padding)),
+        (n, c, *padded_sizes(output_sizes, window.start_padding, window.end_padding)),
         dtype=accumulation_dtype(x.dtype),
     )
-    for k in window_offsets(window_sizes):
+    for k in window_offsets(window.sizes):
         # In-place integer addition wraps modulo 2**bits: the rule for integer FOLD.
         at_offset: Index = (*EVERYTHING, *k)
-        target = padded[(*EVERYTHING, *tap_slices(k, blocks, strides, dilations))]
+        target = padded[(*EVERYTHING, *tap_slices(k, blocks, window))]
         target += columns[at_offset]
-    return padded[(*EVERYTHING, *interior(output_sizes, start_padding))].astype(x.dtype, order="C")
+    inside = interior(output_sizes, window.start_padding)
+    return padded[(*EVERYTHING, *inside)].astype(x.dtype, order="C")

@@ -47,7 +47,7 @@ async def system_status(state: StateDep, region: str = "") -> Response:
 
 @router.post(SYSTEM + "/region/{region}/register", summary="Register a system shared-memory region")
 async def system_register(region: str, request: Request, state: StateDep) -> Response:
-    body = await read_body(request, state.settings.max_request_bytes)
+    body = await read_body(request, state.settings.max_request_bytes, control=True)
     req = validate(SystemSharedMemoryRegister, await parse_json(body.json))
     opened = SystemRegion.open(check_name(region), req.key, req.offset, req.byte_size)
     state.shared_memory.register(opened)
@@ -81,7 +81,7 @@ async def cuda_status(state: StateDep, region: str = "") -> Response:
 @router.post(CUDA + "/region/{region}/register", summary="Register a CUDA shared-memory region")
 async def cuda_register(region: str, request: Request, state: StateDep) -> Response:
     _cuda(state)
-    body = await read_body(request, state.settings.max_request_bytes)
+    body = await read_body(request, state.settings.max_request_bytes, control=True)
     req = validate(CudaSharedMemoryRegister, await parse_json(body.json))
     try:
         raw = base64.b64decode(req.raw_handle.b64, validate=True)

@@ -9,12 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from dmlserve.service.batching import BatchPolicy
 from dmlserve.service.body import read_body
-from dmlserve.service.codec import V1Exchange, parse_json, validate
+from dmlserve.service.codec import V1Exchange, parse_json
 from dmlserve.service.pipeline import run
+from dmlserve.service.registration import read_registration
 from dmlserve.service.registration import register as register_operator
-from dmlserve.service.registration import unregister
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import E, KeyedRoute, direct
@@ -35,7 +34,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
             "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         },
     }
-    for code in (400, 401, 404, 413, 415, 422, 429, 503, 504)
+    for code in (400, 401, 404, 409, 413, 415, 422, 429, 503, 504)
 }
 
 
@@ -88,14 +87,11 @@ async def _execute(request: Request, registered: RegisteredOperator | None = Non
 )
 async def register(request: Request, state: StateDep) -> Response:
     body = await read_body(request, state.settings.max_request_bytes)
-    req = validate(RegisterRequest, await parse_json(body.json))
-    b = req.batching
-    policy = (
-        BatchPolicy(b.max_batch_size, b.max_queue_delay_us, tuple(b.preferred_batch_sizes))
-        if b is not None
-        else None
+    doc = await parse_json(body.json)
+    req = read_registration(doc, body.section(), state.settings.max_tensor_bytes)
+    reg, created = await register_operator(
+        state, req.descriptor, req.name, constants=req.constants, batching=req.batching
     )
-    reg, created = await register_operator(state, req.operator, req.name, policy)
     return json_response(reg.to_json(), 201 if created else 200)
 
 
@@ -111,7 +107,7 @@ async def read_operator(name: str, state: StateDep) -> Response:
 
 @router.delete("/operators/{name}", response_model=RegisteredResponse, summary="Remove one")
 async def delete_operator(name: str, state: StateDep) -> Response:
-    return json_response(unregister(state, name).to_json())
+    return json_response(state.registry.remove(name, source="runtime").to_json())
 
 
 @_execute_route(

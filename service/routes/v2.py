@@ -10,13 +10,19 @@ from starlette.responses import Response
 
 from dmlserve.service.body import read_body
 from dmlserve.service.errors import NotFoundError, UnavailableError
-from dmlserve.service.kserve import VERSION, InferExchange, model_metadata
+from dmlserve.service.kserve import VERSION, InferExchange, model_metadata, model_statistics
 from dmlserve.service.kserve import server_metadata as kserve_server_metadata
+from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import KeyedRoute, direct
-from dmlserve.service.schemas import InferResponse, ModelMetadata, ServerMetadata
+from dmlserve.service.schemas import (
+    InferResponse,
+    ModelMetadata,
+    ModelStatsResponse,
+    ServerMetadata,
+)
 from dmlserve.service.state import StateDep, state_of
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -52,6 +58,12 @@ def _model(state: StateDep, name: str, version: str | None) -> RegisteredOperato
     if version is not None and version != VERSION:
         raise NotFoundError(f"model {name!r} has no version {version!r}; its version is {VERSION}")
     return reg
+
+
+# Before `/models/{name}`, so that `stats` is read as the statistics of every model.
+@router.get("/models/stats", response_model=ModelStatsResponse, summary="Statistics, every model")
+async def all_statistics(state: StateDep) -> Response:
+    return json_response(model_statistics(state.registry.list()))
 
 
 @router.get("/models/{name}", response_model=ModelMetadata, summary="Model metadata")
@@ -96,3 +108,19 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
         return await run(state, exchange)
     finally:
         exchange.leases.release()
+
+
+@router.get("/models/{name}/config", summary="Model configuration (Triton's ModelConfig)")
+@router.get("/models/{name}/versions/{version}/config", include_in_schema=False)
+async def config(state: StateDep, name: str, version: str | None = None) -> Response:
+    return json_response(service_model_config(state, _model(state, name, version)))
+
+
+@router.get("/models/{name}/stats", response_model=ModelStatsResponse, summary="Statistics")
+@router.get(
+    "/models/{name}/versions/{version}/stats",
+    response_model=ModelStatsResponse,
+    include_in_schema=False,
+)
+async def statistics(state: StateDep, name: str, version: str | None = None) -> Response:
+    return json_response(model_statistics([_model(state, name, version)]))

@@ -13,11 +13,11 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from dmlserve.service import kserve
+from dmlserve.service import kserve, repository
 from dmlserve.service.errors import BadRequestError, NotFoundError
+from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator, check_name
-from dmlserve.service.rpc import interim
 from dmlserve.service.rpc.infer import GrpcInferExchange
 from dmlserve.service.rpc.proto import grpc_service_pb2 as pb
 from dmlserve.service.rpc.proto import model_config_pb2 as mc
@@ -78,29 +78,30 @@ async def ModelMetadata(state: ServiceState, request: pb.ModelMetadataRequest) -
 @rpc
 async def ModelConfig(state: ServiceState, request: pb.ModelConfigRequest) -> Message:  # noqa: N802
     reg = _model(state, request.name, request.version)
-    config = interim.model_config(reg, state.settings.max_tensor_bytes)
+    config = service_model_config(state, reg)
     return pb.ModelConfigResponse(config=json_format.ParseDict(config, mc.ModelConfig()))
 
 
 @rpc
 async def ModelStatistics(state: ServiceState, request: pb.ModelStatisticsRequest) -> Message:  # noqa: N802
     if request.name:
-        _model(state, request.name, request.version)
-    stats = interim.model_statistics(state, request.name)
-    return json_format.ParseDict(stats, pb.ModelStatisticsResponse())
+        regs = [_model(state, request.name, request.version)]
+    else:
+        regs = state.registry.list()
+    return json_format.ParseDict(kserve.model_statistics(regs), pb.ModelStatisticsResponse())
 
 
 @rpc
 async def RepositoryIndex(state: ServiceState, request: pb.RepositoryIndexRequest) -> Message:  # noqa: N802
-    index = interim.repository_index(state)
-    return json_format.ParseDict(index, pb.RepositoryIndexResponse())
+    models = repository.index(state, request.ready)
+    return json_format.ParseDict({"models": models}, pb.RepositoryIndexResponse())
 
 
 @rpc
 async def RepositoryModelLoad(  # noqa: N802
     state: ServiceState, request: pb.RepositoryModelLoadRequest
 ) -> Message:
-    interim.repository_load(state, request.model_name)
+    await repository.repository_of(state).load(state, request.model_name)
     return pb.RepositoryModelLoadResponse()
 
 
@@ -108,7 +109,7 @@ async def RepositoryModelLoad(  # noqa: N802
 async def RepositoryModelUnload(  # noqa: N802
     state: ServiceState, request: pb.RepositoryModelUnloadRequest
 ) -> Message:
-    interim.repository_unload(state, request.model_name)
+    await repository.repository_of(state).unload(state, request.model_name)
     return pb.RepositoryModelUnloadResponse()
 
 

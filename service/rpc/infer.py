@@ -125,7 +125,9 @@ class GrpcInferExchange:
             )
         op = self.registered.operator
         section = RawContents(self.raw)
-        inputs = decode_inputs(items, section, op, self.max_tensor_bytes, self.leases)
+        inputs = decode_inputs(
+            items, section, op, self.max_tensor_bytes, self.leases, self.registered.constants
+        )
         outputs = [
             InferRequestedOutput.model_construct(name=o.name, parameters=parameters(o.parameters))
             for o in request.outputs

@@ -8,16 +8,12 @@ wrap the real app (flaky, slow) run under uvicorn in a thread.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,13 +24,13 @@ from dmlserve.clients import AsyncClient, Client
 from dmlserve.service.app import create_app
 from dmlserve.service.settings import Settings
 from tests.backend import TEST_BACKEND
+from tests.servers import ServerProcess
 
 with warnings.catch_warnings():
     # Starlette announces a move to httpx2; its TestClient is still an httpx.Client today.
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from starlette.testclient import TestClient
 
-ROOT = Path(__file__).resolve().parents[2]
 ASGIApp = Callable[..., Any]
 
 
@@ -63,13 +59,6 @@ async def inprocess_async_client(
                 yield c
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serve_in_thread(app: ASGIApp) -> Iterator[str]:
     """Serve an ASGI app with uvicorn on a free port in a thread; yields its base URL."""
@@ -94,49 +83,12 @@ def serve_in_thread(app: ASGIApp) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
-    """`dmlserve serve` on the NumPy backend, as a subprocess on a free port."""
-    port = free_port()
-    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pythonpath, "DMLSERVE_WARMUP": "false"}
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from dmlserve.service.cli import main; sys.exit(main())",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--backend",
-        TEST_BACKEND,
-    ]
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            stderr = proc.stderr.read().decode() if proc.stderr else ""
-            raise RuntimeError(f"dmlserve serve exited with {proc.returncode}: {stderr}")
-        try:
-            if httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("dmlserve serve did not become ready in 60 s")
-        time.sleep(0.1)
+    """`dmlserve serve` on the test backend, as a subprocess on a free port."""
+    server = ServerProcess(env={"DMLSERVE_WARMUP": "false"})
     try:
-        yield url
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.close()
 
 
 @pytest.fixture(params=["inprocess", "http"])

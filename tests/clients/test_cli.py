@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .conftest import ROOT, free_port
+from tests.servers import REPO, free_port
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -20,7 +20,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
             "import sys; from dmlserve.clients.cli import main; sys.exit(main())",
             *args,
         ],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,

@@ -18,8 +18,9 @@ import pytest
 
 from dmlserve import clients
 from dmlserve.clients import AsyncClient, Client
+from tests.servers import free_port
 
-from .conftest import free_port, make_app, serve_in_thread
+from .conftest import make_app, serve_in_thread
 
 PAD = {"type": "PADDING", "StartPadding": [2], "EndPadding": [1]}
 X = np.arange(3, dtype=np.int32)

@@ -86,6 +86,26 @@ def test_every_operator_registers_with_a_variable_batch(spec: Any) -> None:
         assert out.shape == (batch, *registered.output_tensor.sizes[1:])
 
 
+def test_fold_registers_with_a_variable_batch_and_binds_it_at_execution() -> None:
+    # FOLD reads its output's sizes from OutputTensor, so its -1 follows the input's batch.
+    op = {
+        "type": "FOLD",
+        "WindowSizes": [2, 2],
+        "Strides": [2, 2],
+        "InputTensor": {"DataType": "FLOAT32", "Sizes": [-1, 12, 16]},
+        "OutputTensor": {"DataType": "FLOAT32", "Sizes": [-1, 3, 8, 8]},
+    }
+    registered = resolve(op, allow_batch_wildcard=True)
+    assert registered.output_tensor.sizes == (-1, 3, 8, 8)
+    for batch in (1, 3):
+        bound = resolve(registered, {"InputTensor": desc("FLOAT32", batch, 12, 16)})
+        assert bound.output_tensor.sizes == (batch, 3, 8, 8)
+    # A fixed output batch still has to match the input's.
+    fixed = {**op, "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 8, 8]}}
+    errs = errors_of(fixed, {"InputTensor": desc("FLOAT32", 3, 12, 16)})
+    assert locs(errs) == [("InputTensor", "Sizes", 0)] and "(3)" in errs[0]["msg"]
+
+
 def test_filter_cannot_have_variable_batch() -> None:
     tensors = {"InputTensor": desc("INT8", 1, 1, 3, 3)}
     op = {

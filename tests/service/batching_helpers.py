@@ -13,11 +13,12 @@ import numpy as np
 
 from dmlserve.kernels.dtypes import from_numpy
 from dmlserve.kernels.wire import HostTensor
-from dmlserve.service.batching import Batchers, BatchPolicy
+from dmlserve.service.batching import Batchers
 from dmlserve.service.device import Device
 from dmlserve.service.pipeline import Decoded, run
 from dmlserve.service.registration import register
 from dmlserve.service.registry import RegisteredOperator
+from dmlserve.service.schemas import Batching
 from dmlserve.service.settings import Settings
 from dmlserve.service.state import ServiceState
 from dmlserve.service.work import Outcome, Work
@@ -94,10 +95,7 @@ class ArrayExchange:
         return self.registered.name
 
     def decode(self) -> Decoded:
-        inputs = {
-            name: HostTensor(from_numpy(a.dtype), a.shape, None, a.reshape(-1))
-            for name, a in self.arrays.items()
-        }
+        inputs = {**host_tensors(self.arrays), **self.registered.constants}
         return Decoded(self.registered.operator, inputs, ())
 
     def encode(self, decoded: Decoded, outcome: Outcome) -> tuple[np.ndarray, int]:
@@ -113,7 +111,9 @@ async def started_state(clock: ManualClock, **settings: Any) -> ServiceState:
     return state
 
 
-def variable_batch(descriptor: dict[str, Any], inputs: dict[str, np.ndarray]) -> dict[str, Any]:
+def with_variable_batch(
+    descriptor: dict[str, Any], inputs: dict[str, np.ndarray]
+) -> dict[str, Any]:
     """`descriptor` with the tensors of `inputs`: a -1 batch on InputTensor (and on OutputTensor,
     if given), the others as they are."""
     out = dict(descriptor)
@@ -128,12 +128,33 @@ def variable_batch(descriptor: dict[str, Any], inputs: dict[str, np.ndarray]) ->
     return out
 
 
+def policy(max_batch_size: int, delay_us: int, preferred: list[int] | None = None) -> Batching:
+    return Batching(
+        max_batch_size=max_batch_size,
+        max_queue_delay_us=delay_us,
+        preferred_batch_sizes=preferred,
+    )
+
+
 async def registered(
-    state: ServiceState, descriptor: dict[str, Any], name: str, policy: BatchPolicy | None
+    state: ServiceState,
+    descriptor: dict[str, Any],
+    name: str,
+    batching: Batching | None,
+    constants: dict[str, np.ndarray] | None = None,
 ) -> RegisteredOperator:
-    reg, created = await register(state, descriptor, name, policy)
+    reg, created = await register(
+        state, descriptor, name, constants=host_tensors(constants or {}), batching=batching
+    )
     assert created
     return reg
+
+
+def host_tensors(arrays: dict[str, np.ndarray]) -> dict[str, HostTensor]:
+    return {
+        name: HostTensor(from_numpy(a.dtype), a.shape, None, np.ascontiguousarray(a).reshape(-1))
+        for name, a in arrays.items()
+    }
 
 
 def submit(state: ServiceState, reg: RegisteredOperator, x: np.ndarray) -> asyncio.Task[Any]:

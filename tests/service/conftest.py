@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,8 +12,7 @@ import pytest
 
 from dmlserve.service import Settings, create_app
 from tests.backend import TEST_BACKEND
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.servers import ServerProcess, free_port
 
 
 @asynccontextmanager
@@ -40,61 +32,6 @@ async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     async with app_client() as c:
         yield c
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServerProcess:
-    """`python -m service.cli serve ...` on a free port, ready when `/v2/health/ready` is."""
-
-    def __init__(self, *flags: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="dmlserve-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", TEST_BACKEND,
-               "--host", "127.0.0.1", "--port", str(self.port), *flags]  # fmt: skip
-        src = str(REPO / "src")
-        pythonpath = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
-        full_env = {**os.environ, "PYTHONPATH": pythonpath, **(env or {})}
-        self.proc = subprocess.Popen(
-            cmd, cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.logs()}")
-            try:
-                if httpx.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"server not ready in {timeout} s:\n{self.logs()}")
-
-    def logs(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")
-
-    def terminate(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def stop(self) -> int:
-        self.terminate()
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-        finally:
-            self.log.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dmlserve.service.batching import BatchPolicy
 from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
 from tests.service.batching_helpers import (
     GatedDevice,
     ManualClock,
     metric,
+    policy,
     registered,
     started_state,
     submit,
@@ -46,7 +46,7 @@ async def test_requests_of_different_sizes_wait_for_the_delay_then_run_as_one() 
     clock = ManualClock()
     state = await started_state(clock)
     xs = _inputs(1, 3, 2)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(8, 500))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(8, 500))
     tasks = [submit(state, reg, x) for x in xs]
     await until(lambda: state.limiter.waiting == 3)
     for _ in range(50):
@@ -72,7 +72,7 @@ async def test_a_full_batch_runs_at_once_and_never_exceeds_max_batch_size() -> N
     clock = ManualClock()
     state = await started_state(clock)
     xs = _inputs(2, 3, 2, 1, 4)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(7, 10_000_000))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(7, 1_000_000))
     state.device = device = GatedDevice()
     device.gate.set()
     tasks = [submit(state, reg, x) for x in xs]
@@ -80,7 +80,7 @@ async def test_a_full_batch_runs_at_once_and_never_exceeds_max_batch_size() -> N
     await until(lambda: device.batches == [7])
     await asyncio.gather(*tasks[:3])
     assert not tasks[3].done() and not tasks[4].done()
-    clock.advance(10.0)  # the delay of the oldest left (its request arrived at time 0)
+    clock.advance(1.0)  # the delay of the oldest left (its request arrived at time 0)
     outs = await asyncio.gather(*tasks)
     assert device.batches == [7, 5]
     for x, out in zip(xs, outs, strict=True):
@@ -93,7 +93,7 @@ async def test_preferred_batch_sizes_run_as_soon_as_the_queue_makes_one() -> Non
     clock = ManualClock()
     state = await started_state(clock)
     xs = _inputs(1, 1, 1, 2)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(8, 10_000_000, (2, 5)))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(8, 1_000_000, [2, 5]))
     state.device = device = GatedDevice()
     device.gate.set()
     first = [submit(state, reg, x) for x in xs[:2]]  # 1 + 1 = 2: preferred
@@ -103,7 +103,7 @@ async def test_preferred_batch_sizes_run_as_soon_as_the_queue_makes_one() -> Non
     for _ in range(50):
         await asyncio.sleep(0)
     assert not any(t.done() for t in rest)
-    clock.advance(10.0)
+    clock.advance(1.0)
     await asyncio.gather(*rest)
     assert device.batches == [2, 3]
 
@@ -112,7 +112,7 @@ async def test_a_batch_takes_whoever_arrived_while_it_waited_for_a_slot() -> Non
     clock = ManualClock()
     state = await started_state(clock, max_concurrency=1)
     xs = _inputs(1, 1, 1)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(8, 0))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(8, 0))
     state.device = device = GatedDevice()
     holder = object()
     await state.limiter.acquire(holder)  # every slot busy
@@ -128,7 +128,7 @@ async def test_a_request_past_its_time_limit_leaves_the_queue_alone() -> None:
     clock = ManualClock()
     state = await started_state(clock, max_concurrency=1, request_timeout_s=5)
     xs = _inputs(1, 2)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(8, 0))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(8, 0))
     holder = object()
     await state.limiter.acquire(holder)
     late = submit(state, reg, xs[0])
@@ -153,16 +153,16 @@ async def test_a_request_dropped_mid_batch_leaves_the_others_their_answers(how: 
     clock = ManualClock()
     state = await started_state(clock, max_concurrency=1, request_timeout_s=5)
     xs = _inputs(2, 1, 3, size=96)  # big enough to run in a worker thread
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(6, 10_000_000))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(6, 1_000_000))
     state.device = device = GatedDevice()
     dropped = submit(state, reg, xs[0])
     await until(lambda: state.limiter.waiting == 1)
-    clock.advance(1)
+    clock.advance(0.5)  # within the first request's 1 s delay
     kept = [submit(state, reg, x) for x in xs[1:]]  # 2 + 1 + 3 = 6: a full batch
     await asyncio.to_thread(device.started.wait, 30)
     assert device.batches == [6] and state.limiter.running == 1
     if how == "time limit":
-        clock.advance(4)  # 5 s for the first request, 4 s for the others
+        clock.advance(4.5)  # 5 s for the first request, 4.5 s for the others
         with pytest.raises(GatewayTimeoutError):
             await dropped
     else:
@@ -185,7 +185,7 @@ async def test_a_cancelled_request_leaves_the_queue_and_counts_nowhere() -> None
     clock = ManualClock()
     state = await started_state(clock)
     xs = _inputs(1, 1)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(4, 1000))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(4, 1000))
     gone, stays = submit(state, reg, xs[0]), submit(state, reg, xs[1])
     await until(lambda: state.limiter.waiting == 2)
     gone.cancel()
@@ -202,7 +202,7 @@ async def test_batched_requests_count_against_the_one_queue_bound() -> None:
     clock = ManualClock()
     state = await started_state(clock, max_concurrency=1, max_queue=2, retry_after_s=3)
     xs = _inputs(1, 1, 1)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(8, 0))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(8, 0))
     plain = await registered(state, _pad_model(xs[0]), "plain", None)
     holder = object()
     await state.limiter.acquire(holder)
@@ -225,7 +225,7 @@ async def test_a_request_larger_than_max_batch_size_runs_on_its_own() -> None:
     clock = ManualClock()
     state = await started_state(clock)
     (x,) = _inputs(5)
-    reg = await registered(state, _pad_model(x), "pad", BatchPolicy(4, 10_000_000))
+    reg = await registered(state, _pad_model(x), "pad", policy(4, 1_000_000))
     np.testing.assert_array_equal(await submit(state, reg, x), _expected(x), strict=True)
     labels = _label("pad")
     assert metric(state, "nv_inference_exec_count", **labels) == 1
@@ -237,11 +237,11 @@ async def test_a_batch_stays_within_max_output_bytes() -> None:
     xs = _inputs(1, 1, 1, size=8)
     one_output = _expected(xs[0]).nbytes
     state = await started_state(clock, max_output_bytes=2 * one_output)
-    reg = await registered(state, _pad_model(xs[0]), "pad", BatchPolicy(8, 10_000_000))
+    reg = await registered(state, _pad_model(xs[0]), "pad", policy(8, 1_000_000))
     state.device = device = GatedDevice()
     device.gate.set()
     tasks = [submit(state, reg, x) for x in xs]
     await until(lambda: state.limiter.waiting == 3)
-    clock.advance(10.0)
+    clock.advance(1.0)
     await asyncio.gather(*tasks)
     assert device.batches == [2, 1]

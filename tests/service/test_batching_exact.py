@@ -16,7 +16,7 @@ from dmlserve.kernels import DescriptorError
 from dmlserve.kernels.dtypes import from_numpy
 from dmlserve.kernels.operators import OPERATORS
 from dmlserve.kernels.wire import HostTensor
-from dmlserve.service.batching import BatchPolicy, batchable, split
+from dmlserve.service.batching import split
 from dmlserve.service.binding import bind
 from dmlserve.service.device import Device
 from dmlserve.service.registry import resolve_for_registration
@@ -26,11 +26,12 @@ from tests.oracles import random_array
 from tests.service.batching_helpers import (
     ManualClock,
     metric,
+    policy,
     registered,
     started_state,
     submit,
     until,
-    variable_batch,
+    with_variable_batch,
 )
 
 BATCHES = (1, 3, 2)  # requests of different sizes, joined in this order
@@ -47,7 +48,7 @@ def _with_batch_axis(sample: Sample) -> Sample | None:
         for field in ("StartPadding", "EndPadding"):
             descriptor[field] = [0, *descriptor[field][1:]]
     try:
-        resolve_for_registration(variable_batch(descriptor, sample.inputs))
+        resolve_for_registration(with_variable_batch(descriptor, sample.inputs))
     except DescriptorError:
         return None
     return dataclasses.replace(sample, descriptor=descriptor)
@@ -120,33 +121,25 @@ def test_each_batch_item_is_computed_on_its_own(backend: str, op_type: str, samp
         _same_bytes(got, want)
 
 
-BATCHABLE = [
-    (t, s)
-    for t, s in SAMPLES
-    if batchable(resolve_for_registration(variable_batch(s.descriptor, s.inputs)))
-]
-
-
-def test_every_operator_whose_inputs_all_have_a_batch_is_batchable() -> None:
-    # CONVOLUTION_INTEGER's FilterTensor has no batch: it batches only once bound at registration.
-    by_type = {t for t, _ in BATCHABLE}
-    single_input = {
-        t for t, spec in OPERATORS.items() if spec.model.input_names == ("InputTensor",)
-    }
-    assert by_type == single_input and "CONVOLUTION_INTEGER" not in by_type
+def _constants(sample: Sample) -> dict[str, np.ndarray]:
+    """Every input but InputTensor, bound at registration: CONVOLUTION_INTEGER's filter and
+    zero points (a request sends only its images)."""
+    return {name: a for name, a in sample.inputs.items() if name != "InputTensor"}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("op_type", "sample"), BATCHABLE, ids=sample_id)
+@pytest.mark.parametrize(("op_type", "sample"), SAMPLES, ids=sample_id)
 async def test_batched_requests_get_their_unbatched_bytes(
     backend: str, op_type: str, sample: Sample
 ) -> None:
     clock = ManualClock()
     state = await started_state(clock, backend=backend, tiny_on_host=False)
     x = sample.inputs["InputTensor"]
-    descriptor = variable_batch(sample.descriptor, {"InputTensor": x})
-    batched = await registered(state, descriptor, "batched", BatchPolicy(16, 1000))
-    plain = await registered(state, descriptor, "plain", None)
+    descriptor = with_variable_batch(sample.descriptor, {"InputTensor": x})
+    constants = _constants(sample)
+    batched = await registered(state, descriptor, "batched", policy(16, 1000), constants)
+    plain = await registered(state, descriptor, "plain", None, constants)
+    assert batched.variable_batch and batched.batching is not None
     requests = [r["InputTensor"] for r in _requests(sample, seed=1)]
     tasks = [submit(state, batched, r) for r in requests]
     await until(lambda: state.limiter.waiting == len(requests))

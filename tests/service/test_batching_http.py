@@ -1,5 +1,7 @@
-"""Dynamic batching on real servers: the registration field and its rules, concurrent HTTP
-requests and gRPC calls joined into one execution, the policy in the model configuration."""
+"""Dynamic batching through the transports: concurrent HTTP requests joined into one execution
+(in process, on a clock moved by hand), and a batching model served by real servers over HTTP
+and gRPC with the same answers and counts. The registration field's own rules and the model
+configuration are tested with the model repository (test_constants, test_model_config)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from typing import Any
 
 import httpx
 import numpy as np
-import pytest
 import tritonclient.grpc as triton
 
-from tests.service.conftest import ServerProcess, TransportServer
+from dmlserve.service.batching import Batchers
+from tests.service.batching_helpers import ManualClock
+from tests.service.conftest import ServerProcess, TransportServer, app_client
 from tests.service.helpers import execute_request, read_outputs
 
 PAD = {
@@ -24,6 +27,16 @@ PAD = {
     "EndPadding": [0, 0, 0, 2],
     "InputTensor": {"DataType": "INT16", "Sizes": [-1, 2, 3, 3]},
 }
+BATCHES = (1, 2, 1)
+
+
+def _inputs(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-(2**15), 2**15, (n, 2, 3, 3), dtype=np.int16) for n in BATCHES]
+
+
+def _expected(x: np.ndarray) -> np.ndarray:
+    return np.pad(x, [(0, 0), (0, 0), (1, 0), (0, 2)], mode="edge")
 
 
 def _metric(text: str, name: str, model: str) -> float:
@@ -31,102 +44,75 @@ def _metric(text: str, name: str, model: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-async def test_registration_takes_a_batching_policy_and_shows_it(
-    any_client: httpx.AsyncClient,
-) -> None:
-    batching = {"max_batch_size": 8, "max_queue_delay_us": 200, "preferred_batch_sizes": [4, 8]}
-    body = {"name": "pad-batching-shown", "operator": PAD, "batching": batching}
-    r = await any_client.post("/v1/operators", json=body)
-    assert r.status_code in (200, 201), r.text
-    assert r.json()["batching"] == batching
-    assert (await any_client.get("/v1/operators/pad-batching-shown")).json()["batching"] == batching
-    assert (await any_client.post("/v1/operators", json=body)).status_code == 200  # the same again
-    other = {**body, "batching": {**batching, "max_queue_delay_us": 100}}
-    r = await any_client.post("/v1/operators", json=other)
-    assert r.status_code == 422 and "another descriptor" in r.json()["detail"]
-    plain = await any_client.post("/v1/operators", json={"operator": PAD})
-    assert "batching" not in plain.json()
+async def _execute(client: httpx.AsyncClient, name: str, x: np.ndarray) -> np.ndarray:
+    body, headers = execute_request(None, {"InputTensor": x}, "binary")
+    r = await client.post(f"/v1/operators/{name}/execute", content=body, headers=headers)
+    assert r.status_code == 200, r.text
+    return read_outputs(r.content, r.headers)[1]["OutputTensor"]
 
 
-@pytest.mark.parametrize(
-    ("operator", "batching", "loc"),
-    [
-        ({**PAD, "InputTensor": {"DataType": "INT16", "Sizes": [2, 2, 3, 3]}},
-         {"max_batch_size": 4}, "batching"),
-        ({"type": "CONVOLUTION_INTEGER",
-          "InputTensor": {"DataType": "INT8", "Sizes": [-1, 1, 4, 4]},
-          "FilterTensor": {"DataType": "INT8", "Sizes": [1, 1, 2, 2]}},
-         {"max_batch_size": 4}, "batching"),
-        (PAD, {"max_batch_size": 0}, "max_batch_size"),
-        (PAD, {"max_batch_size": 4, "max_queue_delay_us": -1}, "max_queue_delay_us"),
-        (PAD, {"max_batch_size": 4, "preferred_batch_sizes": [5]}, "batching"),
-        (PAD, {"max_batch_size": 4, "extra": 1}, "extra"),
-    ],
-    ids=["fixed batch", "filter without batch", "zero size", "negative delay",
-         "preferred over max", "unknown field"],
-)  # fmt: skip
-async def test_batching_rules_are_422_naming_the_field(
-    any_client: httpx.AsyncClient, operator: dict[str, Any], batching: dict[str, Any], loc: str
-) -> None:
-    r = await any_client.post("/v1/operators", json={"operator": operator, "batching": batching})
-    assert r.status_code == 422, r.text
-    assert any(loc in map(str, e["loc"]) for e in r.json()["errors"]), r.json()
+async def test_concurrent_http_requests_run_as_one_batch() -> None:
+    clock = ManualClock()
+    async with app_client() as client:
+        state = client.app.state.dmlserve  # type: ignore[attr-defined]
+        state.batchers = Batchers(clock)
+        batching = {"max_batch_size": 8, "max_queue_delay_us": 500}
+        r = await client.post("/v1/operators", json={"name": "pad", "operator": PAD,
+                                                     "batching": batching})  # fmt: skip
+        assert r.status_code == 201, r.text
+        xs = _inputs(11)
+        tasks = [asyncio.create_task(_execute(client, "pad", x)) for x in xs]
+        for _ in range(1000):  # turns of the event loop until all three wait for the delay
+            if state.limiter.waiting == len(xs):
+                break
+            await asyncio.sleep(0)
+        assert state.limiter.waiting == len(xs) and not any(t.done() for t in tasks)
+        clock.advance(500e-6)
+        outs = await asyncio.gather(*tasks)
+        metrics = (await client.get("/metrics")).text
+    for x, out in zip(xs, outs, strict=True):
+        np.testing.assert_array_equal(out, _expected(x), strict=True)
+    assert _metric(metrics, "nv_inference_exec_count", "pad") == 1
+    assert _metric(metrics, "nv_inference_count", "pad") == sum(BATCHES)
 
 
-async def test_concurrent_requests_to_a_real_server_run_as_one_batch(
-    server: ServerProcess,
-) -> None:
+async def test_a_real_server_answers_a_batching_model(server: ServerProcess) -> None:
     name = "pad-batched-http"
-    # A long delay: the batch runs when its fourth item arrives, however the requests are timed.
-    batching = {"max_batch_size": 4, "max_queue_delay_us": 10_000_000}
-    rng = np.random.default_rng(11)
-    xs = [rng.integers(-(2**15), 2**15, (n, 2, 3, 3), dtype=np.int16) for n in (1, 2, 1)]
+    batching = {"max_batch_size": 4, "max_queue_delay_us": 1000}
+    xs = _inputs(12)
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
         registration = {"name": name, "operator": PAD, "batching": batching}
         r = await client.post("/v1/operators", json=registration)
         assert r.status_code == 201, r.text
-
-        async def execute(x: np.ndarray) -> np.ndarray:
-            body, headers = execute_request(None, {"InputTensor": x}, "binary")
-            r = await client.post(f"/v1/operators/{name}/execute", content=body, headers=headers)
-            assert r.status_code == 200, r.text
-            return read_outputs(r.content, r.headers)[1]["OutputTensor"]
-
-        outs = await asyncio.gather(*(execute(x) for x in xs))
+        outs = await asyncio.gather(*(_execute(client, name, x) for x in xs))
         metrics = (await client.get("/metrics")).text
         assert (await client.delete(f"/v1/operators/{name}")).status_code == 200
     for x, out in zip(xs, outs, strict=True):
-        expected = np.pad(x, [(0, 0), (0, 0), (1, 0), (0, 2)], mode="edge")
-        np.testing.assert_array_equal(out, expected, strict=True)
-    assert _metric(metrics, "nv_inference_exec_count", name) == 1
-    assert _metric(metrics, "nv_inference_count", name) == 4
-    assert _metric(metrics, "nv_inference_request_success", name) == 3
+        np.testing.assert_array_equal(out, _expected(x), strict=True)
+    # However the requests met in batches, each inference counts once and so does each request.
+    assert _metric(metrics, "nv_inference_count", name) == sum(BATCHES)
+    assert _metric(metrics, "nv_inference_request_success", name) == len(xs)
+    assert 1 <= _metric(metrics, "nv_inference_exec_count", name) <= len(xs)
 
 
-def test_grpc_shows_the_policy_and_batches_its_calls(transport_server: TransportServer) -> None:
+def test_grpc_calls_to_a_batching_model(transport_server: TransportServer) -> None:
     name = "t-pad-batched-grpc"
-    batching = {"max_batch_size": 3, "max_queue_delay_us": 10_000_000, "preferred_batch_sizes": [3]}
+    batching = {"max_batch_size": 4, "max_queue_delay_us": 1000, "preferred_batch_sizes": [4]}
     r = httpx.post(transport_server.url + "/v1/operators",
                    json={"name": name, "operator": PAD, "batching": batching})  # fmt: skip
     assert r.status_code == 201, r.text
-    rng = np.random.default_rng(12)
-    xs = [rng.integers(-(2**15), 2**15, (n, 2, 3, 3), dtype=np.int16) for n in (2, 1)]
-    done: list[Future[Any]] = [Future(), Future()]
+    xs = _inputs(13)
+    done: list[Future[Any]] = [Future() for _ in xs]
     with triton.InferenceServerClient(transport_server.grpc_address) as client:
-        config = client.get_model_config(name).config
-        assert config.dynamic_batching.max_queue_delay_microseconds == 10_000_000
-        assert list(config.dynamic_batching.preferred_batch_size) == [3]
-        for x, future in zip(xs, done, strict=True):  # 2 + 1 items: one batch of 3
+        for x, future in zip(xs, done, strict=True):
             tensor = triton.InferInput("InputTensor", list(x.shape), "INT16")
             tensor.set_data_from_numpy(x)
             client.async_infer(name, [tensor], partial(_settle, future))
         outs = [f.result(timeout=60).as_numpy("OutputTensor") for f in done]
     for x, out in zip(xs, outs, strict=True):
-        expected = np.pad(x, [(0, 0), (0, 0), (1, 0), (0, 2)], mode="edge")
-        np.testing.assert_array_equal(out, expected, strict=True)
+        np.testing.assert_array_equal(out, _expected(x), strict=True)
     metrics = httpx.get(transport_server.url + "/metrics").text
-    assert _metric(metrics, "nv_inference_exec_count", name) == 1
-    assert _metric(metrics, "nv_inference_count", name) == 3
+    assert _metric(metrics, "nv_inference_count", name) == sum(BATCHES)
 
 
 def _settle(future: Future[Any], result: Any, error: Any) -> None:

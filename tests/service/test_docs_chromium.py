@@ -9,66 +9,31 @@ Chromium is not installed (CI installs it: apt-get install chromium).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.servers import ServerProcess
 from tests.service.devtools import Browser
 
-REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server() -> Iterator[str]:
     """Base URL of a real `dmlserve serve` process on loopback (NumPy backend)."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLSERVE_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "dmlserve.service.cli", "serve", "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--backend", "numpy"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    process = ServerProcess("--backend", "numpy", clean_env=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{base}/v2/health/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not ready within 60 s:\n{log.read_text()}")
-            time.sleep(0.2)
-        yield base
+        yield process.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        process.close()
 
 
 def _render(url: str, profile: Path) -> str:

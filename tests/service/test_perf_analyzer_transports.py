@@ -64,8 +64,6 @@ def test_grpc_with_system_shared_memory(server: TransportServer) -> None:
 
 
 def test_http_with_system_shared_memory(server: TransportServer) -> None:
-    if httpx.get(f"{server.url}/v2/models/{MODEL}/config").status_code == 404:
-        pytest.skip("perf_analyzer over HTTP reads GET /v2/models/{name}/config, not served yet")
     _run("-i", "http", "-u", server.http_address, "--shared-memory", "system",
          "--output-shared-memory-size", str(OUTPUT_BYTES), shared_memory=True)  # fmt: skip
     assert httpx.get(server.url + "/v2/systemsharedmemory/status").json() == []

@@ -13,7 +13,7 @@ import time
 import httpx
 import numpy as np
 
-from tests.service.conftest import REPO, ServerProcess
+from tests.servers import REPO, ServerProcess
 from tests.service.helpers import PADDING_OP, execute_request, slow_pooling
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget
+from dmlserve.kernels.geometry import Window
 from tests.oracles import Geometry
 
 from ..reference._support import geometries
@@ -35,7 +36,9 @@ def counted_everywhere(g: Geometry) -> bool:
     """Every window has a tap inside the input (validation rejects the other case)."""
     return all(
         any(0 <= b * s + k * d - a < n for k in range(w))
-        for n, w, s, d, a, blocks in zip(g.sizes, *g.args[:4], g.blocks, strict=True)
+        for n, w, s, d, a, blocks in zip(
+            g.sizes, g.window, g.strides, g.dilations, g.start, g.blocks, strict=True
+        )
         for b in range(blocks)
     )
 
@@ -67,7 +70,7 @@ def test_large_window_stays_within_the_budget(include_padding: bool) -> None:
     # Unfolding this window would take 16384 taps x 148,225 outputs x 8 bytes = 18 GiB.
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 1, 512, 512)).astype(np.float32)
-    args = ((128, 128), (1, 1), (1, 1), (0, 0), (0, 0))
+    args = (Window((128, 128), (1, 1), (1, 1), (0, 0), (0, 0)),)
     budget = ExecutionBudget(memory_bytes=1 << 20)
     used = temporary_bytes(lambda: cpu.average_pooling(x, *args, include_padding, budget=budget))
     assert used <= budget.memory_bytes + FIXED_OVERHEAD
@@ -81,7 +84,7 @@ def test_large_window_stays_within_the_budget(include_padding: bool) -> None:
 def test_matches_reference_on_a_window_as_large_as_the_image() -> None:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 4, 24, 20)).astype(np.float32)
-    args = ((24, 20), (1, 1), (1, 1), (3, 2), (0, 1))
+    args = (Window((24, 20), (1, 1), (1, 1), (3, 2), (0, 1)),)
     for include_padding in (True, False):
         got = cpu.average_pooling(
             x, *args, include_padding, budget=ExecutionBudget(memory_bytes=512)
@@ -91,7 +94,7 @@ def test_matches_reference_on_a_window_as_large_as_the_image() -> None:
 
 def test_stops_between_slices() -> None:
     x = np.ones((2, 16, 64, 64), dtype=np.float32)
-    args = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    args = (Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),)
     budget_bytes = 64 << 10
     counter = StopAfter()
     cpu.average_pooling(

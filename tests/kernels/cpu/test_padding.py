@@ -88,6 +88,16 @@ def test_integer_extremes_round_trip(dtype: Any) -> None:
         assert_same(got, reference.padding(x, (3, 2), (1, 4), mode, dtype(info.max)))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_borders_wider_than_a_slice_match_reference(mode: str) -> None:
+    # A 64-byte budget: every border copy and every CONSTANT fill runs slice by slice.
+    x = np.arange(5 * 7 * 9, dtype=np.int32).reshape(5, 7, 9) - 100
+    start, end = (4, 6, 2), (3, 5, 8)
+    budget = ExecutionBudget(memory_bytes=64)
+    got = cpu.padding(x, start, end, mode, np.int32(-3), budget=budget)
+    assert_same(got, reference.padding(x, start, end, mode, np.int32(-3)))
+
+
 def test_temporaries_stay_within_the_budget() -> None:
     # A short axis padded far beyond its size takes the gather path, which copies in slices.
     x = np.arange(3 * 64, dtype=np.float32).reshape(3, 64)

@@ -14,6 +14,7 @@ from dmlserve import kernels
 from dmlserve.kernels import cpu
 from dmlserve.kernels.cpu import Backend, Cancelled, ExecutionBudget
 from dmlserve.kernels.execute import run
+from dmlserve.kernels.geometry import Window
 from tests.seed_examples import SeedExample, typed_examples
 
 from ..test_backend_modules import OPERATORS
@@ -73,7 +74,8 @@ def test_cancel_after_stops_once_the_clock_reaches_the_deadline() -> None:
     check = cpu.cancel_after(10.0, clock=lambda: now[0])
     x = np.zeros((8, 64, 64, 64), dtype=np.float32)
     budget = ExecutionBudget(memory_bytes=1 << 20, check=check)
-    cpu.unfold(x, (2, 2), (2, 2), (1, 1), (0, 0), (0, 0), budget=budget)  # before: runs through
+    window = Window((2, 2), (2, 2), (1, 1), (0, 0), (0, 0))
+    cpu.unfold(x, window, budget=budget)  # before: runs through
     now[0] = 10.0
     with pytest.raises(Cancelled):
-        cpu.unfold(x, (2, 2), (2, 2), (1, 1), (0, 0), (0, 0), budget=budget)
+        cpu.unfold(x, window, budget=budget)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dmlserve.kernels import cpu, reference
 from dmlserve.kernels.cpu import Cancelled, ExecutionBudget
+from dmlserve.kernels.geometry import Window
 from tests.oracles import ALL_TYPES, Geometry, random_array
 
 from ..reference._support import geometries
@@ -33,19 +34,19 @@ def test_matches_reference(g: Geometry, dtype: Any, layout: str, seed: int) -> N
 
 def test_padding_wider_than_the_window_gives_zero_columns() -> None:
     x = np.arange(1, 10, dtype=np.int16).reshape(1, 1, 3, 3)
-    args = ((2, 2), (1, 1), (1, 1), (4, 0), (0, 5))
+    args = (Window((2, 2), (1, 1), (1, 1), (4, 0), (0, 5)),)
     assert_same(cpu.unfold(x, *args), reference.unfold(x, *args))
 
 
 def test_needs_no_temporaries() -> None:
     x = np.ones((2, 16, 64, 64), dtype=np.float32)
-    args = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    args = (Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),)
     assert temporary_bytes(lambda: cpu.unfold(x, *args)) <= 64 << 10
 
 
 def test_stops_between_slices() -> None:
     x = np.zeros((4, 64, 32, 32), dtype=np.float32)  # 9 MiB of columns, 36 KiB a plane
-    args = ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    args = (Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),)
     counter = StopAfter()
     cpu.unfold(x, *args, budget=ExecutionBudget(memory_bytes=1 << 20, check=counter))
     assert counter.calls >= 9

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dmlserve.kernels.dtypes import DataType
+from dmlserve.kernels.geometry import Window
 
 ALL_DTYPES = [dt.numpy for dt in DataType]
 # contiguous; unit inner stride but rows starting one element into a wider buffer (unaligned
@@ -128,9 +129,12 @@ WINDOW_CASES = [
 ]
 
 
+def window_of(case: tuple[Any, ...]) -> Window:
+    """The window of a `WINDOW_CASES` entry."""
+    return Window(*case[1:])
+
+
 def cols_shape(n: int, c: int, case: tuple[Any, ...]) -> tuple[int, int, int]:
     """The column tensor of UNFOLD for an (n, c) image of `case`."""
-    from dmlserve.kernels.geometry import blocks_per_dimension
-
-    blocks = blocks_per_dimension(*case)
+    blocks = window_of(case).blocks(case[0])
     return (n, c * int(np.prod(case[1])), int(np.prod(blocks)))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from dmlserve.kernels import reference
+from dmlserve.kernels.geometry import Window
 
 from ._support import LAYOUTS, check, float_rtol, launcher, random_array
 
@@ -62,7 +63,7 @@ def test_average_pooling(dtype: Any, include_padding: bool, layout: str, path: A
     rng = np.random.default_rng(31)
     for sizes, *geometry in CASES:
         host = random_array((2, 3, *sizes), dtype, rng)
-        args = (*geometry, include_padding)
+        args = (Window(*geometry), include_padding)
         check(_pool(path), reference.average_pooling, host, layout, args, float_rtol(dtype))
 
 
@@ -77,7 +78,7 @@ def test_strip_runs_down_long_planes(include_padding: bool) -> None:
     ]:
         host = random_array((8, 64, *sizes), np.float32, rng)
         dims = len(sizes)
-        args = (window, strides, (1,) * dims, pads, pads, include_padding)
+        args = (Window(window, strides, (1,) * dims, pads, pads), include_padding)
         check(_pool("strip"), reference.average_pooling, host, "contiguous", args, 1e-5)
 
 
@@ -88,7 +89,7 @@ def test_needs_64_bit_indexing() -> None:
     width = 2**30 + 6  # two planes of it: more than 2**31 elements
     try:
         x = (cupy.arange(2 * width, dtype=cupy.int32) % 7).astype(cupy.float16).reshape(1, 2, -1)
-        y = pooling.average_pooling(x, (2,), (2,), (1,), (0,), (1,), False)
+        y = pooling.average_pooling(x, Window((2,), (2,), (1,), (0,), (1,)), False)
     except cupy.cuda.memory.OutOfMemoryError:
         pytest.skip("not enough device memory for a > 2**31-element tensor")
     pairs = x[..., : width - width % 2].astype(cupy.float32).reshape(1, 2, -1, 2).mean(axis=-1)

@@ -19,6 +19,7 @@ from ._support import (
     float_rtol,
     launcher,
     random_array,
+    window_of,
 )
 
 pytestmark = pytest.mark.gpu
@@ -28,12 +29,17 @@ def _fold(x: Any, *args: Any) -> Any:
     return launcher("fold").fold(x, *args)
 
 
+def _args(case: tuple[Any, ...]) -> tuple[Any, ...]:
+    """FOLD's arguments after the columns: the image's sizes, the window."""
+    return case[0], window_of(case)
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 def test_dtypes(dtype: Any) -> None:
     rng = np.random.default_rng(21)
     for case in WINDOW_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
-        check(_fold, reference.fold, host, "contiguous", case, float_rtol(dtype))
+        check(_fold, reference.fold, host, "contiguous", _args(case), float_rtol(dtype))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
@@ -42,7 +48,7 @@ def test_strided_inputs(layout: str, dtype: Any) -> None:
     rng = np.random.default_rng(22)
     for case in WINDOW_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
-        check(_fold, reference.fold, host, layout, case, float_rtol(dtype))
+        check(_fold, reference.fold, host, layout, _args(case), float_rtol(dtype))
 
 
 def test_integer_sums_wrap_in_their_type() -> None:
@@ -50,4 +56,4 @@ def test_integer_sums_wrap_in_their_type() -> None:
     case = ((6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     for dtype in (np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64):
         host = np.full(cols_shape(1, 2, case), np.iinfo(dtype).max - 3, dtype=dtype)
-        check(_fold, reference.fold, host, "contiguous", case)
+        check(_fold, reference.fold, host, "contiguous", _args(case))

@@ -1,9 +1,9 @@
 """Every C parameter struct of the CUDA kernels matches the NumPy dtype its launcher sends.
 
-The launchers declare their structs through `param_struct`; this test compiles each `.cu`
-file with nvcc together with a `static_assert` per struct size and per field offset and size,
-so a field added on one side only fails here, on any machine with the CUDA compiler (no GPU
-needed).
+The launchers read their structs from the `.cu` files through `param_struct`; this test
+compiles each `.cu` file with nvcc together with a `static_assert` per struct size and per
+field offset and size, so a declaration read wrong (a type, an alignment, a count) fails
+here, on any machine with the CUDA compiler (no GPU needed).
 """
 
 from __future__ import annotations
@@ -65,3 +65,29 @@ def test_c_structs_match_numpy_dtypes(tmp_path: Path) -> None:
         if proc.returncode:
             failures.append(f"{source}:\n{err}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_declaration_the_reader_does_not_know_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "inner.cuh").write_text("struct Inner {\n    unsigned a;\n    float b;\n};\n")
+    (tmp_path / "outer.cu").write_text(
+        '#include "inner.cuh"\n'
+        "struct Good {\n    long long x[3];  // strides\n    Inner inner[2];\n    int n;\n};\n"
+        "struct Bad {\n    unsigned a, b;\n};\n"
+    )
+    monkeypatch.setattr(_common, "CUDA_DIR", tmp_path)
+    monkeypatch.setattr(_common, "STRUCTS", [])
+    _common._struct_body.cache_clear()
+    try:
+        good = _common.param_struct("outer.cu", "dml::Good")
+        inner = np.dtype([("a", "<u4"), ("b", "<f4")], align=True)
+        assert good == np.dtype(
+            [("x", "<i8", (3,)), ("inner", inner, (2,)), ("n", "<i4")], align=True
+        )
+        with pytest.raises(ValueError, match="unsigned a, b"):
+            _common.param_struct("outer.cu", "dml::Bad")
+        with pytest.raises(LookupError, match="Missing"):
+            _common.param_struct("outer.cu", "dml::Missing")
+    finally:
+        _common._struct_body.cache_clear()

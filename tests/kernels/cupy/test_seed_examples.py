@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dmlserve import kernels
+from dmlserve.kernels.geometry import Window
 from tests.seed_examples import SEED_EXAMPLES, SeedExample, typed_examples
 
 from ._support import assert_matches, launcher
@@ -22,8 +23,12 @@ def test_launchers(example: Any) -> None:
 
     op = example.operator
     x = cupy.asarray(example.inputs["InputTensor"])
-    geometry = (
-        (op["WindowSizes"], op.get("Strides"), op.get("Dilations")) if "WindowSizes" in op else ()
+    window = (
+        Window(
+            op["WindowSizes"], op["Strides"], op["Dilations"], op["StartPadding"], op["EndPadding"]
+        )
+        if "WindowSizes" in op
+        else None
     )
     if op["type"] == "PADDING":
         mode = op["PaddingMode"].removeprefix("DML_PADDING_MODE_")
@@ -31,10 +36,10 @@ def test_launchers(example: Any) -> None:
             x, op["StartPadding"], op["EndPadding"], mode, np.float32(op.get("PaddingValue", 0))
         )
     elif op["type"] == "UNFOLD":
-        got = launcher("unfold").unfold(x, *geometry, op["StartPadding"], op["EndPadding"])
+        got = launcher("unfold").unfold(x, window)
     else:
         sizes = op["OutputTensor"]["Sizes"][2:]
-        got = launcher("fold").fold(x, sizes, *geometry, op["StartPadding"], op["EndPadding"])
+        got = launcher("fold").fold(x, sizes, window)
     assert_matches(got, example.expected)
 
 

@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 
 from dmlserve.kernels import reference
+from dmlserve.kernels.geometry import Window
 
-from ._support import ALL_DTYPES, LAYOUTS, WINDOW_CASES, check, launcher, random_array
+from ._support import (
+    ALL_DTYPES,
+    LAYOUTS,
+    WINDOW_CASES,
+    check,
+    launcher,
+    random_array,
+    window_of,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +32,7 @@ def test_dtypes(dtype: Any) -> None:
     rng = np.random.default_rng(11)
     for case in WINDOW_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
-        check(_unfold, reference.unfold, host, "contiguous", case[1:])
+        check(_unfold, reference.unfold, host, "contiguous", (window_of(case),))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
@@ -32,17 +41,16 @@ def test_strided_inputs(layout: str, dtype: Any) -> None:
     rng = np.random.default_rng(12)
     for case in WINDOW_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
-        check(_unfold, reference.unfold, host, layout, case[1:])
+        check(_unfold, reference.unfold, host, layout, (window_of(case),))
 
 
 def test_unfold_then_fold_counts_overlaps() -> None:
     import cupy
 
-    case = ((1, 2), (1, 1), (1, 1), (1, 0))
-    window = (3, 3)
+    window = Window((3, 3), (1, 2), (1, 1), (1, 1), (1, 0))
     ones = cupy.ones((2, 4, 7, 9), dtype=cupy.int32)
-    cols = launcher("unfold").unfold(ones, window, *case)
-    counts = launcher("fold").fold(cols, (7, 9), window, *case)
+    cols = launcher("unfold").unfold(ones, window)
+    counts = launcher("fold").fold(cols, (7, 9), window)
     host = np.ones((2, 4, 7, 9), np.int32)
-    expected = reference.fold(reference.unfold(host, window, *case), (7, 9), window, *case)
+    expected = reference.fold(reference.unfold(host, window), (7, 9), window)
     np.testing.assert_array_equal(cupy.asnumpy(counts), expected)

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dmlserve.kernels import reference
+from dmlserve.kernels.geometry import Window
 from tests.oracles import Array, Geometry, naive_convolution_integer, random_array, wrap
 
 from ._support import SETTINGS, exactly, geometries, seeds
@@ -86,7 +87,7 @@ def _convolution_by_unfold(
     spatial = len(g.sizes)
     padded = reference.padding(x, (0, 0, *g.start), (0, 0, *g.end), "CONSTANT", x.dtype.type(x_zp))
     no_pad = (0,) * spatial
-    cols = reference.unfold(padded, g.window, g.strides, g.dilations, no_pad, no_pad)
+    cols = reference.unfold(padded, Window(g.window, g.strides, g.dilations, no_pad, no_pad))
     cols = cols.astype(np.int64)  # (N, C*taps, B), the raw stored values
     taps = cg * math.prod(g.window)
     out = np.zeros((n, m, cols.shape[2]), dtype=np.int64)

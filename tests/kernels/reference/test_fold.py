@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dmlserve.kernels import reference
+from dmlserve.kernels.geometry import Window
 from tests.oracles import Geometry, naive_fold, random_array
 
 from ._support import SETTINGS, any_axes, dtypes, exactly, seeds
@@ -28,7 +29,7 @@ def test_fold_matches_definition(g: Geometry, dtype: Any, n: int, c: int, seed: 
 def test_integer_fold_wraps_in_its_own_type() -> None:
     # Window 3 over one pixel with padding 2 each side: three taps land on the pixel.
     x = np.full((1, 3, 3), 100, dtype=np.int8)
-    out = reference.fold(x, (1,), (3,), (1,), (1,), (2,), (2,))
+    out = reference.fold(x, (1,), Window((3,), (1,), (1,), (2,), (2,)))
     assert out.dtype == np.int8
     assert out.tolist() == [[[np.int8(300 - 256)]]]
 
@@ -37,7 +38,7 @@ def test_float16_fold_accumulates_in_float32() -> None:
     # 60000 + 60000 overflows FLOAT16 (max 65504) but not the FLOAT32 accumulator.
     x = np.zeros((1, 3, 3), dtype=np.float16)
     x[0, 0, 2], x[0, 1, 1], x[0, 2, 0] = 60000, 60000, -60000  # all on the one pixel
-    out = reference.fold(x, (1,), (3,), (1,), (1,), (2,), (2,))
+    out = reference.fold(x, (1,), Window((3,), (1,), (1,), (2,), (2,)))
     assert out.dtype == np.float16
     assert out.tolist() == [[[60000.0]]]
 
