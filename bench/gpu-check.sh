@@ -76,7 +76,7 @@ if has racecheck; then
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi
 if has service-tests; then
-  step service-gpu-tests 120 "${parallel[@]}" -m gpu tests/service tests/clients \
+  step service-gpu-tests 300 "${parallel[@]}" -m gpu tests/service tests/clients \
     --ignore=tests/service/test_cuda_shm.py --ignore=tests/service/test_perf_analyzer_transports.py
   step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
 fi
@@ -103,7 +103,9 @@ if has ncu; then
     -k 'regex:pad_|fold_|pool_' python3 bench/bench_kernels.py --profile
 fi
 if has service-bench; then
-  step bench-service 200 python3 bench/service_load.py --backend cupy --wrk never --output "$out/service-gpu.md"
+  # inline and batched at 16/64 connections, two rounds each server, then large and rss.
+  step bench-service 480 python3 bench/service_load.py --backend cupy --wrk never --clients python \
+    --output "$out/service-gpu.md"
 fi
 if has transport-bench; then
   step bench-transport 400 python3 bench/transport.py --backend cupy --output "$out/transport-gpu.md"

@@ -217,9 +217,15 @@ def _ms(text: str) -> float:
 
 
 def run_wrk(
-    url: str, body: bytes, content_type: str, connections: int, duration_s: float
+    url: str,
+    body: bytes,
+    content_type: str,
+    connections: int,
+    duration_s: float,
+    warmup_s: float = 0.0,
 ) -> LoadResult:
-    """wrk with a Lua script that POSTs `body`; bounded by its duration."""
+    """wrk with a Lua script that POSTs `body`; bounded by its duration (after an unmeasured
+    run of `warmup_s`, whole seconds)."""
     with tempfile.TemporaryDirectory() as tmp:
         body_file = Path(tmp, "body")
         body_file.write_bytes(body)
@@ -232,8 +238,12 @@ def run_wrk(
             "f:close()\n"
         )
         threads = min(2, connections)
-        cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{int(duration_s)}s"]
-        cmd += ["--timeout", "30s", "--latency", "-s", str(script), url]
+        base = ["wrk", f"-t{threads}", f"-c{connections}"]
+        tail = ["--timeout", "30s", "--latency", "-s", str(script), url]
+        if int(warmup_s) > 0:
+            warm = [*base, f"-d{int(warmup_s)}s", *tail]
+            subprocess.run(warm, capture_output=True, timeout=warmup_s + 60, check=True)
+        cmd = [*base, f"-d{int(duration_s)}s", *tail]
         out = subprocess.run(
             cmd, capture_output=True, text=True, timeout=duration_s + 60, check=True
         ).stdout

@@ -1,18 +1,22 @@
 """dmlserve service benchmark: dmlserve beside a bare FastAPI app, in one run, on loopback.
 
 Cases
-  small  a tiny FLOAT32 CONSTANT PADDING (1x1x4x4 -> 1x1x6x6) as JSON, closed loop at 16 and
-         64 connections: req/s, p50, p99; against dmlserve `/v1/execute` and the bare
-         app's `/pad` (same body, same NumPy work); by the Python client and by wrk if
-         installed.
-  large  a 64 MiB FLOAT32 tensor in the KServe binary framing: dmlserve PADDING with zero
-         pads (binary out) vs the bare app's `/echo` of the same body; sequential.
-  rss    peak RSS (VmHWM) of a fresh dmlserve process serving one 256 MiB request.
+  inline   a tiny FLOAT32 CONSTANT PADDING (1x1x4x4 -> 1x1x6x6) as JSON, closed loop at 16 and
+           64 connections: req/s, p50, p99; dmlserve `/v1/execute` against the bare app's
+           `/pad` (same body, same NumPy work); by the Python client and by wrk if installed.
+  batched  the same padding registered with dynamic batching (`--batching`), executed by name
+           at 64 connections; against the bare app's `/models/pad/execute` (same body, the
+           operator fixed in the app, the same NumPy work per request).
+  large    a 64 MiB FLOAT32 tensor in the KServe binary framing: dmlserve PADDING with zero
+           pads (binary out) vs the bare app's `/echo` of the same body; sequential.
+  rss      peak RSS (VmHWM) of a fresh dmlserve process serving one 256 MiB request.
 
-Everything is bounded (request count and seconds per point) and loopback-only. Prints a
-markdown report headed by machine, date and command; `--json` prints the results as JSON.
+The two servers are measured in turns (`--rounds`, the order alternating), each point
+bounded (request count and seconds); shares are of the medians over the rounds. Loopback
+only. Prints a markdown report headed by machine, date, command and load average; `--json`
+prints the results as JSON.
 
-    python bench/service_load.py --backend numpy --output bench/results/service-cpu.md
+    python bench/service_load.py --backend numpy --clients wrk --output bench/results/service-cpu.md
     python bench/service_load.py --backend cupy --wrk never     # GPU host (no wrk there)
 """
 
@@ -30,7 +34,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,10 +56,50 @@ SMALL_OP = {
 }
 
 
-def small_body() -> bytes:
+def small_tensor() -> dict[str, Any]:
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) / 8
-    tensor = {"DataType": "FLOAT32", "Sizes": list(x.shape), "data": x.ravel().tolist()}
-    return json.dumps({"operator": SMALL_OP, "inputs": {"InputTensor": tensor}}).encode()
+    return {"DataType": "FLOAT32", "Sizes": list(x.shape), "data": x.ravel().tolist()}
+
+
+def small_body() -> bytes:
+    return json.dumps({"operator": SMALL_OP, "inputs": {"InputTensor": small_tensor()}}).encode()
+
+
+def registered_body() -> bytes:
+    return json.dumps({"inputs": {"InputTensor": small_tensor()}}).encode()
+
+
+BATCHED_MODEL = "pad-batched"
+
+
+def registration(batching: dict[str, int]) -> bytes:
+    """The batched case's model: SMALL_OP on any batch of 1x4x4 FLOAT32 images."""
+    op = {**SMALL_OP, "InputTensor": {"DataType": "FLOAT32", "Sizes": [-1, 1, 4, 4]}}
+    return json.dumps({"name": BATCHED_MODEL, "operator": op, "batching": batching}).encode()
+
+
+@dataclass(frozen=True)
+class LoadCase:
+    """One closed-loop case: the same body to each server's path."""
+
+    name: str
+    body: bytes
+    paths: dict[str, str]
+    connections: list[int]
+
+
+def load_cases(args: argparse.Namespace) -> list[LoadCase]:
+    cases = []
+    if "inline" in args.cases:
+        paths = {"dmlserve": "/v1/execute", "bare": "/pad"}
+        cases.append(LoadCase("inline", small_body(), paths, args.connections))
+    if "batched" in args.cases:
+        paths = {
+            "dmlserve": f"/v1/operators/{BATCHED_MODEL}/execute",
+            "bare": "/models/pad/execute",
+        }
+        cases.append(LoadCase("batched", registered_body(), paths, args.batched_connections))
+    return cases
 
 
 def framed_body(x: np.ndarray) -> tuple[bytes, dict[str, str]]:
@@ -121,7 +165,8 @@ def _answers(port: int, path: str) -> bool:
         return False
 
 
-def dmlserve_cmd(port: int, backend: str) -> list[str]:
+def dmlserve_cmd(port: int, backend: str, extra: str = "") -> list[str]:
+    """`dmlserve serve` as benchmarked, with `extra` flags (a shell-quoted string) last."""
     return [
         sys.executable,
         "-m",
@@ -141,6 +186,7 @@ def dmlserve_cmd(port: int, backend: str) -> list[str]:
         "warning",
         "--max-queue",
         "256",
+        *shlex.split(extra),
     ]
 
 
@@ -181,12 +227,12 @@ def post_once(
     return status, time.perf_counter() - t0, data
 
 
-def check_small(port_dml: int, port_bare: int, body: bytes) -> None:
+def check_same(case: LoadCase, ports: dict[str, int]) -> None:
     """Both servers return the same padded tensor before either is timed."""
     h = {"Content-Type": "application/json"}
     outs = []
-    for port, path in ((port_dml, "/v1/execute"), (port_bare, "/pad")):
-        status, _, data = post_once(port, path, body, h)
+    for server, path in case.paths.items():
+        status, _, data = post_once(ports[server], path, case.body, h)
         if status != 200:
             raise SystemExit(f"{path} answered {status}: {data[:500]!r}")
         outs.append(json.loads(data)["outputs"]["OutputTensor"])
@@ -194,35 +240,49 @@ def check_small(port_dml: int, port_bare: int, body: bytes) -> None:
         raise SystemExit(f"the two servers disagree: {outs}")
 
 
-def run_small(args: argparse.Namespace, ports: dict[str, int]) -> list[dict[str, Any]]:
-    body = small_body()
-    check_small(ports["dmlserve"], ports["bare"], body)
-    paths = {"dmlserve": "/v1/execute", "bare": "/pad"}
-    use_wrk = args.wrk == "always" or (args.wrk == "auto" and shutil.which("wrk"))
+def register_batched(port: int, batching: dict[str, int]) -> None:
+    h = {"Content-Type": "application/json"}
+    status, _, data = post_once(port, "/v1/operators", registration(batching), h)
+    if status not in (200, 201):
+        raise SystemExit(f"registering the batched model answered {status}: {data[:500]!r}")
+
+
+def run_closed_loop(
+    args: argparse.Namespace, ports: dict[str, int], case: LoadCase
+) -> list[dict[str, Any]]:
+    """Every point of `case`, the servers in turns: round r runs them in one order, round r+1
+    in the other, so a change in the machine's load falls on both."""
+    check_same(case, ports)
+    clients = [c for c in args.clients if c != "wrk" or use_wrk(args)]
     rows = []
-    for conns in args.connections:
-        for name, port in ports.items():
-            head = build_request(
-                HOST, port, paths[name], body, {"Content-Type": "application/json"}
-            )
-            res = asyncio.run(
-                closed_loop(
-                    HOST,
-                    port,
-                    head,
-                    body,
-                    connections=conns,
-                    max_requests=args.requests,
-                    duration_s=args.duration,
-                    warmup_s=args.warmup,
-                )
-            )
-            rows.append({"server": name, **asdict(res)})
-            if use_wrk:
-                url = f"http://{HOST}:{port}{paths[name]}"
-                res = run_wrk(url, body, "application/json", conns, args.duration)
-                rows.append({"server": name, **asdict(res)})
+    for rnd in range(args.rounds):
+        for conns in case.connections:
+            order = list(case.paths) if rnd % 2 == 0 else list(case.paths)[::-1]
+            for server in order:
+                port, path = ports[server], case.paths[server]
+                for client in clients:
+                    res = load(client, args, port, path, case.body, conns)
+                    rows.append({"case": case.name, "server": server, "round": rnd, **asdict(res)})
     return rows
+
+
+def use_wrk(args: argparse.Namespace) -> bool:
+    return args.wrk == "always" or (args.wrk == "auto" and shutil.which("wrk") is not None)
+
+
+def load(
+    client: str, args: argparse.Namespace, port: int, path: str, body: bytes, conns: int
+) -> Any:
+    if client == "wrk":
+        url = f"http://{HOST}:{port}{path}"
+        return run_wrk(url, body, "application/json", conns, args.duration, args.warmup)
+    head = build_request(HOST, port, path, body, {"Content-Type": "application/json"})
+    return asyncio.run(
+        closed_loop(
+            HOST, port, head, body, connections=conns, max_requests=args.requests,
+            duration_s=args.duration, warmup_s=args.warmup,
+        )
+    )  # fmt: skip
 
 
 def run_large(args: argparse.Namespace, ports: dict[str, int]) -> list[dict[str, Any]]:
@@ -264,7 +324,10 @@ def run_rss(args: argparse.Namespace) -> dict[str, Any]:
     x = np.ones(n, dtype=np.float32).reshape(1, 1, -1, 1024)
     body, headers = framed_body(x)
     with server(
-        dmlserve_cmd(port, args.backend), port, "/v2/health/ready", args.start_timeout
+        dmlserve_cmd(port, args.backend, args.serve_args),
+        port,
+        "/v2/health/ready",
+        args.start_timeout,
     ) as pid:
         # One small request first, so lazily imported code is not counted against the payload.
         post_once(port, "/v1/execute", small_body(), {"Content-Type": "application/json"})
@@ -287,7 +350,22 @@ def run_rss(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--backend", default="numpy", choices=["numpy", "cupy", "auto"])
-    p.add_argument("--connections", type=int, nargs="+", default=[16, 64])
+    p.add_argument("--connections", type=int, nargs="+", default=[16, 64], help="inline case")
+    p.add_argument("--batched-connections", type=int, nargs="+", default=[64])
+    p.add_argument(
+        "--batching",
+        type=json.loads,
+        default={"max_batch_size": 64, "max_queue_delay_us": 0},
+        help="the batched model's policy (JSON)",
+    )
+    p.add_argument("--rounds", type=int, default=2, help="turns of each server per point")
+    p.add_argument(
+        "--serve-args", default="", help="more `dmlserve serve` flags, e.g. '--no-tiny-on-host'"
+    )
+    p.add_argument(
+        "--clients", nargs="+", default=["python", "wrk"], choices=["python", "wrk"],
+        help="load generators (wrk only where installed, see --wrk)",
+    )  # fmt: skip
     p.add_argument("--requests", type=int, default=20000, help="cap per point (measured)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds per point (measured)")
     p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per point")
@@ -296,7 +374,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--large-reps", type=int, default=8)
     p.add_argument("--rss-mib", type=int, default=256)
     p.add_argument(
-        "--cases", nargs="+", default=["small", "large", "rss"], choices=["small", "large", "rss"]
+        "--cases",
+        nargs="+",
+        default=["inline", "batched", "large", "rss"],
+        choices=["inline", "batched", "large", "rss"],
     )
     p.add_argument("--start-timeout", type=float, default=300.0, help="server start (s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
@@ -314,15 +395,17 @@ def main(argv: list[str] | None = None) -> None:
         "backend": args.backend,
     }
     load_start = os.getloadavg()[0]
-    if {"small", "large"} & set(args.cases):
+    if {"inline", "batched", "large"} & set(args.cases):
         ports = {"dmlserve": free_port(), "bare": free_port()}
-        dml = dmlserve_cmd(ports["dmlserve"], args.backend)
+        dml = dmlserve_cmd(ports["dmlserve"], args.backend, args.serve_args)
         with (
             server(dml, ports["dmlserve"], "/v2/health/ready", args.start_timeout),
             server(bare_cmd(ports["bare"]), ports["bare"], "/health", 60),
         ):
-            if "small" in args.cases:
-                res["small"] = run_small(args, ports)
+            if "batched" in args.cases:
+                register_batched(ports["dmlserve"], args.batching)
+                res["batching"] = args.batching
+            res["load"] = [row for c in load_cases(args) for row in run_closed_loop(args, ports, c)]
             if "large" in args.cases:
                 res["large"] = run_large(args, ports)
     if "rss" in args.cases:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -67,27 +68,8 @@ def report(res: dict[str, Any]) -> str:
             "running on the machine shows here and lowers both servers' rates)"
         )
     out.append("")
-    if res.get("small"):
-        out += [
-            "## Tiny PADDING over JSON (1x1x4x4 FLOAT32 -> 1x1x6x6), closed loop",
-            "",
-            "| server | client | conns | requests | errors | req/s | p50 ms | p99 ms |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for r in res["small"]:
-            out.append(
-                f"| {r['server']} | {r['client']} | {r['connections']} | {r['requests']} "
-                f"| {r['errors']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
-            )
-        out.append("")
-        rates = {(r["server"], r["client"], r["connections"]): r["rps"] for r in res["small"]}
-        ratios = [
-            f"{client} at {conns}: {rps / rates[('bare', client, conns)]:.0%}"
-            for (server, client, conns), rps in rates.items()
-            if server == "dmlserve" and rates.get(("bare", client, conns))
-        ]
-        if ratios:
-            out += ["dmlserve req/s as a share of bare's: " + "; ".join(ratios) + ".", ""]
+    if res.get("load"):
+        out += load_tables(res)
     if res.get("large"):
         out += [
             "## Large tensor, binary framing, one request at a time",
@@ -114,3 +96,56 @@ def report(res: dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(out)
+
+
+TITLES = {
+    "inline": "Tiny PADDING over JSON (1x1x4x4 FLOAT32 -> 1x1x6x6), `/v1/execute`",
+    "batched": "The same padding registered with dynamic batching, executed by name",
+}
+
+
+def load_tables(res: dict[str, Any]) -> list[str]:
+    """Per case: every measured point, then the shares of the medians over the rounds."""
+    out: list[str] = []
+    rows = res["load"]
+    for case in dict.fromkeys(r["case"] for r in rows):
+        mine = [r for r in rows if r["case"] == case]
+        out += [f"## {TITLES.get(case, case)}, closed loop", ""]
+        if case == "batched" and "batching" in res:
+            out += [f"dmlserve's batching policy: `{json.dumps(res['batching'])}`", ""]
+        out += [
+            "| round | server | client | conns | requests | errors | req/s | p50 ms | p99 ms |",
+            "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in mine:
+            out.append(
+                f"| {r['round']} | {r['server']} | {r['client']} | {r['connections']} "
+                f"| {r['requests']} | {r['errors']} | {r['rps']:.0f} | {r['p50_ms']:.2f} "
+                f"| {r['p99_ms']:.2f} |"
+            )
+        out.append("")
+        points: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        for r in mine:
+            points.setdefault((r["server"], r["client"], r["connections"]), []).append(r)
+        shares, tails = [], []
+        for (server, client, conns), runs in points.items():
+            bare = points.get(("bare", client, conns))
+            if server != "dmlserve" or not bare:
+                continue
+            rate = _median([r["rps"] for r in runs]) / _median([r["rps"] for r in bare])
+            shares.append(f"{case}, {client} at {conns}: {rate:.0%}")
+            p50, bare_p50 = (_median([r["p50_ms"] for r in x]) for x in (runs, bare))
+            p99, bare_p99 = (_median([r["p99_ms"] for r in x]) for x in (runs, bare))
+            tails.append(
+                f"{case}, {client} at {conns}: p50 {p50:.2f} vs {bare_p50:.2f} ms, "
+                f"p99 {p99:.2f} vs {bare_p99:.2f} ms ({p99 / bare_p99:.2f}x bare's)"
+            )
+        if shares:
+            out += ["dmlserve req/s as a share of bare's: " + "; ".join(shares) + ".", ""]
+            out += ["dmlserve latency against bare's (medians over the rounds): "
+                    + "; ".join(tails) + ".", ""]  # fmt: skip
+    return out
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 from collections.abc import Mapping
@@ -40,8 +41,10 @@ def select_backend(name: str = "auto") -> Literal["numpy", "cupy"]:
     raise BackendUnavailableError(f"unknown backend {name!r}; expected auto, numpy or cupy")
 
 
+@functools.cache
 def backend_module(name: Literal["numpy", "cupy"]) -> ModuleType:
-    """The package holding one function per operator for backend `name` (as `run` takes)."""
+    """The package holding one function per operator for backend `name` (as `run` takes);
+    looked up once (the import machinery costs microseconds on every request)."""
     return importlib.import_module(_MODULES[name])
 
 

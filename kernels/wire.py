@@ -219,12 +219,11 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
     not a number.
     """
     dt, count = layout.data_type, layout.extent
-    flat = _flat_numbers(values, loc)
+    flat, kinds = _flat_numbers(values, loc)
     _check_limit(len(flat) * dt.itemsize, limit, "buffer of", loc)
     if len(flat) < count or (layout.strides is None and len(flat) != count):
         what = "Sizes/Strides address" if layout.strides is not None else "Sizes need"
         _bad(loc, "data", f"{what} {count} elements, but data has {len(flat)}")
-    kinds = set(map(type, flat))
     if dt.numpy.kind in "iu":
         buffer = _integers(flat, kinds, dt, loc)
     else:
@@ -295,21 +294,24 @@ def _refuse_first(bad: np.ndarray, loc: Loc, msg: str, at: np.ndarray | None = N
         _bad((*loc, "data"), int(at[first]) if at is not None else first, msg)
 
 
-def _flat_numbers(values: Any, loc: Loc) -> list[Any]:
+def _flat_numbers(values: Any, loc: Loc) -> tuple[list[Any], set[type]]:
+    """The numbers of `values` as one flat list, and the Python types among them."""
     if not isinstance(values, list):
         _bad(loc, "data", "data must be a JSON array of numbers")
-    if any(type(v) is list for v in values):
+    kinds = set(map(type, values))  # one pass: every later check reads these
+    if list in kinds:
         try:
             values = np.asarray(values, dtype=object).reshape(-1).tolist()
         except ValueError:
             values = [[]]  # NumPy refuses some ragged nestings, builds lists of others
-        if any(type(v) is list for v in values):
+        kinds = set(map(type, values))
+        if list in kinds:
             _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
-    if not set(map(type, values)) <= {int, float}:
+    if not kinds <= {int, float}:
         first, value = next((i, v) for i, v in enumerate(values) if type(v) not in (int, float))
         what = "a boolean is not a number" if type(value) is bool else "data must hold numbers only"
         _bad((*loc, "data"), first, what)
-    return cast(list[Any], values)
+    return cast(list[Any], values), kinds
 
 
 def _check_limit(nbytes: int, limit: int | None, what: str, loc: Loc) -> None:

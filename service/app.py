@@ -24,6 +24,7 @@ from dmlserve.service.observability import RequestContextMiddleware
 from dmlserve.service.repository import ModelRepository, RepositoryError
 from dmlserve.service.responses import install_error_handlers
 from dmlserve.service.routes import repository, shm, system, v1, v2
+from dmlserve.service.routes._route import DirectRoutes
 from dmlserve.service.schemas import (
     ExecuteRequest,
     InferRequest,
@@ -101,6 +102,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.dmlserve = state
     install_error_handlers(app)
     app.add_exception_handler(404, landing.on_unknown_route)
+    # Innermost: the operator endpoints' POSTs skip FastAPI's router (the others reach it).
+    app.add_middleware(DirectRoutes, routers=(v1.router, v2.router))
     # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
     app.add_middleware(Compression, minimum_size=1024)
     app.add_middleware(Guard, state=state)  # inside the access log, which then sees its status

@@ -16,10 +16,10 @@ import orjson
 
 from dmlserve import kernels
 from dmlserve.kernels import DescriptorError, OperatorBase
-from dmlserve.kernels.wire import HostTensor
+from dmlserve.kernels.wire import HostTensor, Layout
 
 
-def describe(t: HostTensor) -> kernels.TensorDesc:
+def describe(t: Layout) -> kernels.TensorDesc:
     """The descriptor of a decoded tensor (its wire strides are the buffer's, not the op's)."""
     return kernels.TensorDesc(data_type=t.data_type, sizes=t.sizes)
 
@@ -46,7 +46,7 @@ def constant_sent(name: str, loc: tuple[str | int, ...]) -> DescriptorError:
     )
 
 
-def bind(op: Any, inputs: Mapping[str, HostTensor]) -> OperatorBase:
+def bind(op: Any, inputs: Mapping[str, Layout]) -> OperatorBase:
     """Resolve a descriptor (dict or model) against decoded tensors, without a cache."""
     return kernels.resolve(op, {name: describe(t) for name, t in inputs.items()})
 
@@ -61,7 +61,7 @@ class ResolveCache:
         self.size = size
         self._entries: OrderedDict[tuple[Any, ...], tuple[Any, OperatorBase]] = OrderedDict()
 
-    def bind(self, op: Any, inputs: Mapping[str, HostTensor]) -> OperatorBase:
+    def bind(self, op: Any, inputs: Mapping[str, Layout]) -> OperatorBase:
         """`bind(op, inputs)`, reusing the result of an identical earlier call."""
         shapes = tuple((name, t.data_type, t.sizes) for name, t in inputs.items())
         if isinstance(op, dict):

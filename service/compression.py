@@ -1,11 +1,18 @@
 """Response compression: gzip when the client asks, at a small fixed cost when it does not.
 
+What is compressed, and how hard: JSON (tensors as numbers or base64, problems, metadata), at
+zlib's fastest level. Binary tensor bodies (`application/octet-stream`, the KServe framing)
+never are: tensor bytes hardly compress (an 800 KB INT32 convolution output by 1.4x, float32 by
+1.08x) and gzip at Starlette's level 9 spent 120-150 ms of CPU on such a body, hundreds of times
+the rest of the request; a client asking for binary wants the bytes as they are. JSON numbers
+compress 2.0x at level 1 against 2.2x at level 9, for 7-10x less CPU (`bench/NOTES-service.md`).
+Bodies from 128 KiB on are compressed in a worker thread (Starlette's threshold).
+
 Starlette's `GZipMiddleware` builds a responder object (normalizing its excluded content types)
 and parses the headers on every request, gzip asked for or not: tens of microseconds, more than
-the rest of a tiny request's routing. Requests that ask for gzip still go through it unchanged;
-the others get the same effect as its identity responder (the body as it is, and
-`Vary: Accept-Encoding` on responses large enough that gzip would have applied) with
-one pass over the raw headers.
+the rest of a tiny request's routing. Requests that ask for gzip still go through it; the others
+get the same effect as its identity responder (the body as it is, and `Vary: Accept-Encoding`
+on responses large enough that gzip would have applied) with one pass over the raw headers.
 """
 
 from __future__ import annotations
@@ -14,7 +21,12 @@ from starlette.datastructures import MutableHeaders
 from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-_EXCLUDED = frozenset(t.partition(";")[0].strip().lower() for t in DEFAULT_EXCLUDED_CONTENT_TYPES)
+#: Media types never compressed: Starlette's (already compressed, streams) and binary tensors.
+EXCLUDED_CONTENT_TYPES = (*DEFAULT_EXCLUDED_CONTENT_TYPES, "application/octet-stream")
+#: zlib's fastest level: most of the ratio on JSON numbers for a fraction of the CPU.
+COMPRESS_LEVEL = 1
+
+_EXCLUDED = frozenset(t.partition(";")[0].strip().lower() for t in EXCLUDED_CONTENT_TYPES)
 
 
 class Compression:
@@ -23,7 +35,12 @@ class Compression:
     def __init__(self, app: ASGIApp, minimum_size: int) -> None:
         self.app = app
         self.minimum_size = minimum_size
-        self.gzip = GZipMiddleware(app, minimum_size=minimum_size)
+        self.gzip = GZipMiddleware(
+            app,
+            minimum_size=minimum_size,
+            compresslevel=COMPRESS_LEVEL,
+            exclude_content_types=EXCLUDED_CONTENT_TYPES,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -1,8 +1,8 @@
 """Where work runs: compute slots with a bounded queue, and the event loop or a worker thread.
 
 A request waits for one of `max_concurrency` compute slots; when `max_queue` requests are
-already waiting it is refused (429). An HTTP request is checked (`admit`) before its body is
-read: when the queue is full then, it is refused at once, without its body being read or
+already waiting it is refused (429). An HTTP request is checked (`refuse_if_full`) before its
+body is read: when the queue is full then, it is refused at once, without its body being read or
 decoded, so that a refusal costs next to nothing. (Requests still reading or decoding their
 body are not counted as waiting: counting them would leave the slots idle while the next
 request decodes, and the queue is checked again when they reach it.) The whole wait plus
@@ -76,18 +76,6 @@ class ComputeLimiter:
     def running(self) -> int:
         return self._slots.borrowed_tokens
 
-    def _full(self, waiting: int) -> QueueFullError:
-        return QueueFullError(
-            f"{waiting} requests are already waiting for a compute slot "
-            f"(max_queue = {self.max_queue})",
-            self.retry_after_s,
-        )
-
-    def admit(self) -> None:
-        """Before a request's body is read: 429 at once when the queue is full."""
-        if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
-            raise self._full(self.waiting)
-
     async def run(
         self,
         fn: Callable[[], T],
@@ -127,9 +115,22 @@ class ComputeLimiter:
         on_dequeue()
         return True
 
+    def refuse_if_full(self) -> None:
+        """429 when no slot is free and `max_queue` requests already wait (batchers' included)."""
+        if self._slots.available_tokens == 0 and self.waiting >= self.max_queue:
+            raise QueueFullError(
+                f"{self.waiting} requests are already waiting for a compute slot "
+                f"(max_queue = {self.max_queue})",
+                self.retry_after_s,
+            )
+
     async def _queue(self, token: object, timings: Timings, on_dequeue: Callable[[], None]) -> None:
         """Wait for a slot, or 429 at once when the queue is full."""
-        self.admit()
+        try:
+            self.refuse_if_full()
+        except QueueFullError:
+            on_dequeue()  # refused: it never waited
+            raise
         start = time.perf_counter()
         self.waiting += 1
         try:
@@ -138,6 +139,26 @@ class ComputeLimiter:
             self.waiting -= 1
             on_dequeue()
         timings.queue = time.perf_counter() - start
+
+    # --- for a batcher: it queues its requests itself, then runs each batch under one slot ---
+
+    async def acquire(self, token: object) -> None:
+        """Wait for a slot without a place in the queue (a batch, whose requests are counted in
+        `waiting` by their batcher)."""
+        await self._slots.acquire_on_behalf_of(token)
+
+    def release(self, token: object) -> None:
+        self._slots.release_on_behalf_of(token)
+
+    async def run_acquired(self, fn: Callable[[], T], token: object, *, inline: bool) -> T:
+        """Run `fn` under the slot `token` holds, on the event loop or in a worker thread; the
+        slot is freed when `fn` ends (by the worker if this call is cancelled meanwhile)."""
+        if not inline:
+            return await self._in_thread(fn, token)
+        try:
+            return fn()
+        finally:
+            self._slots.release_on_behalf_of(token)
 
     async def _in_thread(self, fn: Callable[[], T], token: object) -> T:
         claim = _Claim()

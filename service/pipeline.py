@@ -6,7 +6,9 @@ its tensors and how to encode the outcome for its protocol. Each step happens on
 - decode: `Exchange.decode`, on the event loop when small, else in a worker thread (`offload`);
 - bind: the descriptor resolved against the decoded tensors (`binding`), into a `Work`;
 - queue and compute: the output limit checked, then a compute slot (`concurrency`) and the
-  device (`device`), on the event loop when the work is tiny (`cost`);
+  device (`device`), on the event loop when the work is tiny (`cost`); a registered operator
+  that batches queues in its batcher instead, which runs it with others under one slot
+  (`batching`);
 - encode: `Exchange.encode`, offloaded like decoding.
 
 The operator layer's errors become service errors in one place (`errors.from_kernels`), and
@@ -23,12 +25,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from dmlserve.kernels import DescriptorError
+from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.descriptors import attr_name
 from dmlserve.kernels.errors import Loc
 from dmlserve.kernels.wire import Encoding, HostTensor, text_bytes
 from dmlserve.service.concurrency import offload
-from dmlserve.service.cost import is_tiny
+from dmlserve.service.cost import placement
 from dmlserve.service.errors import (
     KERNEL_ERRORS,
     PayloadTooLargeError,
@@ -145,7 +147,9 @@ def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
     missing = [name for name in op.input_names if name not in decoded.inputs]
     if missing:
         raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))
-    return Work(op, decoded.inputs, model, sink=decoded.sink, pin=decoded.pin or nullcontext())
+    registered = decoded.descriptor if isinstance(decoded.descriptor, OperatorBase) else None
+    pin = decoded.pin or nullcontext()
+    return Work(op, decoded.inputs, model, sink=decoded.sink, pin=pin, registered=registered)
 
 
 def check_text_output(state: ServiceState, work: Work, encoding: Encoding) -> None:
@@ -176,12 +180,17 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
         )
     pending = state.metrics.pending(work.label)
     pending.inc()
-    inline = device.runs_on_host and is_tiny(work.operator, work.inputs)
     # The computation stops at the same moment the limiter gives the request up.
     work.deadline = time.monotonic() + s.request_timeout_s
     work.time_limit_s = s.request_timeout_s
+    batcher = state.batchers.get(state, work)
+    if batcher is not None:
+        return await batcher.submit(work, on_dequeue=pending.dec)
+    input_bytes = sum(t.buffer.nbytes for t in work.inputs.values())
+    host_data = not work.in_device_memory
+    on_host, inline = placement(device, s, work.operator, input_bytes, host_data=host_data)
     output = await state.limiter.run(
-        lambda: device.run(work),
+        lambda: device.run(work, on_host=on_host),
         s.request_timeout_s,
         work.timings,
         inline=inline,

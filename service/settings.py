@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         default=None, description="CuPy kernel cache (CUPY_CACHE_DIR)"
     )
     warmup: bool = Field(default=True, description="run every operator once at start-up")
+    tiny_on_host: bool = Field(
+        default=True,
+        description="on a GPU, compute tiny requests on the host where its answer is the "
+        "device's bit for bit (data movement, integer sums)",
+    )
     max_shm_regions: int = Field(
         default=64, ge=0, description="shared-memory regions registered at once (system and CUDA)"
     )

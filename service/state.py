@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 
 from dmlserve import kernels
 from dmlserve.kernels import cpu
+from dmlserve.service.batching import Batchers
 from dmlserve.service.binding import ResolveCache
 from dmlserve.service.concurrency import ComputeLimiter
 from dmlserve.service.device import Device
@@ -41,6 +42,7 @@ class ServiceState:
     metrics: Metrics = field(default_factory=Metrics)
     registry: OperatorRegistry = field(default_factory=OperatorRegistry)
     resolved: ResolveCache = field(default_factory=ResolveCache)
+    batchers: Batchers = field(default_factory=Batchers)
     limiter: ComputeLimiter = field(init=False)
     shared_memory: SharedMemory = field(init=False)
     device: Device | None = None

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dmlserve.kernels import OperatorBase
+from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.wire import HostTensor
 
 
@@ -62,6 +63,15 @@ class Work:
     # batch's size) and the others 0, so that a batch counts once.
     executions: int = 1
     execution_batch: int = 0  # the batch size executed (0: this request's own)
+    #: the registered descriptor `operator` was bound from (batch sizes may be -1); None for
+    #: an operator given inline (a batcher takes only work of its own registration)
+    registered: OperatorBase | None = None
+
+    @property
+    def in_device_memory(self) -> bool:
+        """Whether an input or the output lives in device memory (CUDA shared memory, a
+        constant kept on the GPU): then the device runs it."""
+        return self.sink is not None or any(is_cupy_array(t.buffer) for t in self.inputs.values())
 
     @property
     def label(self) -> str:

@@ -64,6 +64,10 @@ class OperatorSpec(Generic[OpT, P]):
     #: the SDK helper: NumPy-style arguments -> descriptor and named inputs; its signature and
     #: docstring are the `Client` method's
     helper: Callable[P, tuple[OpT, dict[str, npt.NDArray[Any]]]]
+    #: output elements are sums of several products or inputs: float results then depend on
+    #: the order of the additions, which differs between backends (integer sums wrap, so any
+    #: order gives the same bits); False for data movement
+    sums: bool = False
 
     @property
     def type(self) -> str:

@@ -135,4 +135,5 @@ SPEC = OperatorSpec(
         {"InputTensor": TensorDesc(data_type=DataType.FLOAT32, sizes=(1, 1, 3, 3))},
     ),
     helper=helper,
+    sums=True,
 )

@@ -223,4 +223,5 @@ SPEC = OperatorSpec(
         },
     ),
     helper=helper,
+    sums=True,
 )

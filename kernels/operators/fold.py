@@ -124,4 +124,5 @@ SPEC = OperatorSpec(
         {"InputTensor": TensorDesc(data_type=DataType.FLOAT32, sizes=(1, 4, 4))},
     ),
     helper=helper,
+    sums=True,
 )

@@ -1,15 +1,21 @@
-"""The route class of the API routers: API key first, then a lean call of `direct` endpoints."""
+"""The route class of the API routers: API key first, then a lean call of `direct` endpoints;
+and `DirectRoutes`, which dispatches the POSTs of `direct` endpoints without FastAPI's router."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import re
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from fastapi import Request
+from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
+from starlette.convertors import Convertor
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dmlserve.service.auth import authorize
+from dmlserve.service.errors import ServiceError
+from dmlserve.service.responses import render_error
 from dmlserve.service.state import state_of
 
 E = TypeVar("E", bound=Callable[..., Any])
@@ -51,3 +57,49 @@ class KeyedRoute(APIRoute):
             return await handler(request)
 
         return keyed
+
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+class DirectRoutes:
+    """A POST to a `direct` endpoint of `routers` goes straight to its `KeyedRoute` handler.
+
+    The operator endpoints serve most requests. FastAPI's router would find the same route
+    by trying each route in turn, then run its exception and exit-stack layers, tens of
+    microseconds per request before the endpoint starts. Placed innermost among the
+    middleware, this changes nothing else: the API key is checked by the same handler, a
+    `ServiceError` is rendered as the error handler renders it, any other exception goes on
+    to the server-error handler, and every other request (another method, path or a
+    `root_path`) goes on to FastAPI.
+    """
+
+    def __init__(self, app: ASGIApp, routers: Iterable[APIRouter]) -> None:
+        self.app = app
+        self.routes: list[tuple[re.Pattern[str], dict[str, Convertor[Any]], APIRoute, Handler]]
+        self.routes = [
+            (route.path_regex, route.param_convertors, route, route.get_route_handler())
+            for router in routers
+            for route in router.routes
+            if isinstance(route, KeyedRoute)
+            and getattr(route.endpoint, "direct_endpoint", False)
+            and route.methods == {"POST"}
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            path = scope["path"]
+            for regex, convertors, route, handler in self.routes:
+                match = regex.match(path)
+                if match is not None:
+                    params = {k: convertors[k].convert(v) for k, v in match.groupdict().items()}
+                    scope["path_params"], scope["route"] = params, route
+                    scope["endpoint"] = route.endpoint
+                    request = Request(scope, receive)
+                    try:
+                        response = await handler(request)
+                    except ServiceError as exc:
+                        response = render_error(path, exc)
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

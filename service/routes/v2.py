@@ -105,7 +105,7 @@ async def model_ready(state: StateDep, name: str, version: str | None = None) ->
 async def infer(name: str, request: Request, version: str | None = None) -> Response:
     state = state_of(request)
     reg = _model(state, name, version)
-    state.limiter.admit()  # 429 before the body is read when the queue is full
+    state.limiter.refuse_if_full()  # 429 before the body is read
     body = await read_body(request, state.settings.max_request_bytes, state.settings.body_timeout_s)
     exchange = InferExchange(body, state.settings.max_tensor_bytes, reg, state.shared_memory)
     try:

@@ -68,3 +68,18 @@ async def test_responses_gzip_never_touches_pass_through(app: object) -> None:
         headers, body = await _call(app, accept)
         assert body == b"x" * 200 and b"vary" not in headers
         assert headers.get(b"content-encoding") in (None, b"identity")
+
+
+async def test_binary_tensor_bodies_are_never_compressed() -> None:
+    # Tensor bytes hardly compress; the framed body goes out as it is, gzip asked for or not.
+    tensor = bytes(range(256)) * 8
+    for accept in (None, "gzip"):
+        headers, body = await _call(_app(tensor, "application/octet-stream"), accept)
+        assert body == tensor and b"content-encoding" not in headers and b"vary" not in headers
+
+
+async def test_json_is_compressed_at_the_fastest_level() -> None:
+    big = b"[" + b"1.25," * 300 + b"1]"
+    headers, body = await _call(_app(big), "gzip")
+    assert headers[b"content-encoding"] == b"gzip" and gzip.decompress(body) == big
+    assert body[8] == 4  # the gzip header's XFL byte: 4 = the fastest compression was used

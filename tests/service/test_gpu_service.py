@@ -39,8 +39,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, np.ndarray]]] = [
 ]  # fmt: skip
 
 
-async def _run(backend: str, op: dict[str, Any], inputs: dict[str, np.ndarray]) -> np.ndarray:
-    async with app_client(backend=backend) as c:
+async def _run(
+    backend: str, op: dict[str, Any], inputs: dict[str, np.ndarray], **settings: Any
+) -> np.ndarray:
+    async with app_client(backend=backend, **settings) as c:
         body, headers = execute_request(op, inputs, "binary")
         r = await c.post("/v1/execute", content=body, headers=headers)
         assert r.status_code == 200, r.text
@@ -49,10 +51,13 @@ async def _run(backend: str, op: dict[str, Any], inputs: dict[str, np.ndarray]) 
         return out["OutputTensor"]
 
 
+@pytest.mark.parametrize("tiny_on_host", [False, True], ids=["device", "tiny-on-host"])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-async def test_cupy_matches_numpy(case: tuple[str, dict[str, Any], dict[str, np.ndarray]]) -> None:
+async def test_cupy_matches_numpy(
+    case: tuple[str, dict[str, Any], dict[str, np.ndarray]], tiny_on_host: bool
+) -> None:
     _, op, inputs = case
-    on_gpu = await _run("cupy", op, inputs)
+    on_gpu = await _run("cupy", op, inputs, tiny_on_host=tiny_on_host)
     on_cpu = await _run("numpy", op, inputs)
     if on_cpu.dtype.kind == "f":
         np.testing.assert_allclose(
@@ -63,7 +68,7 @@ async def test_cupy_matches_numpy(case: tuple[str, dict[str, Any], dict[str, np.
 
 
 async def test_cupy_seed_examples_and_strided_inputs() -> None:
-    async with app_client(backend="cupy") as c:
+    async with app_client(backend="cupy", tiny_on_host=False) as c:
         for ex in SEED_EXAMPLES:
             body, headers = execute_request(ex.operator, ex.inputs, "b64")
             r = await c.post("/v1/execute", content=body, headers=headers)

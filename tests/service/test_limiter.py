@@ -95,20 +95,20 @@ async def test_a_slot_held_past_its_time_limit_counts_as_overrunning() -> None:
     assert limiter.overrunning == 0
 
 
-async def test_admit_refuses_only_when_the_queue_is_full() -> None:
+async def test_refuse_if_full_only_when_the_queue_is_full() -> None:
     limiter = ComputeLimiter(max_concurrency=1, max_queue=1, retry_after_s=1)
     release = threading.Event()
-    limiter.admit()  # a free slot
+    limiter.refuse_if_full()  # a free slot
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: limiter.run(lambda: release.wait(60), 60, Timings()))
         await _until(lambda: limiter.running == 1)
-        limiter.admit()  # the slot is busy, the queue has room
+        limiter.refuse_if_full()  # the slot is busy, the queue has room
         tg.start_soon(lambda: limiter.run(lambda: None, 60, Timings()))
         await _until(lambda: limiter.waiting == 1)
         with pytest.raises(QueueFullError, match="1 requests are already waiting"):
-            limiter.admit()
+            limiter.refuse_if_full()
         release.set()
-    limiter.admit()
+    limiter.refuse_if_full()
 
 
 async def test_worker_errors_propagate_and_free_the_slot() -> None:

@@ -10,12 +10,12 @@ import asyncio
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from dmlserve.service.device import wait_for_stream
+from dmlserve.service.staging import wait_for_event
 from tests.service.conftest import app_client
 from tests.service.helpers import PADDING_OP, execute_request
 
@@ -102,21 +102,11 @@ class _Event:
         return self.looks_left < 0
 
 
-@dataclass
-class _Stream:
-    looks: int
-    recorded: list[_Event] = field(default_factory=list)
-
-    def record(self) -> _Event:
-        self.recorded.append(_Event(self.looks))
-        return self.recorded[-1]
-
-
-def test_wait_for_stream_gives_up_at_the_deadline() -> None:
+def test_the_wait_for_the_kernels_gives_up_at_the_deadline() -> None:
     ticks = iter(range(1000))
     clock = lambda: float(next(ticks))  # noqa: E731 - one second per look
-    assert wait_for_stream(_Stream(looks=3), deadline=100.0, clock=clock)
-    assert not wait_for_stream(_Stream(looks=10**6), deadline=float(next(ticks) + 5), clock=clock)
+    assert wait_for_event(_Event(3), deadline=100.0, clock=clock)
+    assert not wait_for_event(_Event(10**6), deadline=float(next(ticks) + 5), clock=clock)
 
 
 SPIN = r"""
@@ -127,7 +117,7 @@ extern "C" __global__ void spin(volatile const int* flag, unsigned long long lim
 
 
 @pytest.mark.gpu
-def test_wait_for_stream_abandons_a_kernel_that_is_still_running() -> None:
+def test_the_wait_abandons_a_kernel_that_is_still_running() -> None:
     import cupy
 
     spin = cupy.RawKernel(SPIN, "spin")
@@ -137,6 +127,32 @@ def test_wait_for_stream_abandons_a_kernel_that_is_still_running() -> None:
     with busy:
         # Runs until the flag is set (bounded, should the flag never come).
         spin((1,), (1,), (flag, np.uint64(1 << 40)))
-    assert not wait_for_stream(busy, time.monotonic() + 0.05)
+    assert not wait_for_event(busy.record(), time.monotonic() + 0.05)
     flag.set(np.ones(1, np.int32), stream=other)  # from another stream: not queued behind spin
-    assert wait_for_stream(busy, time.monotonic() + 600)
+    assert wait_for_event(busy.record(), time.monotonic() + 600)
+
+
+@pytest.mark.gpu
+def test_a_request_given_up_on_the_gpu_leaves_the_next_one_correct() -> None:
+    from dmlserve.kernels.dtypes import DataType
+    from dmlserve.kernels.wire import HostTensor
+    from dmlserve.service.binding import bind
+    from dmlserve.service.device import Device
+    from dmlserve.service.errors import GatewayTimeoutError
+    from dmlserve.service.work import Work
+
+    x = np.arange(1 << 20, dtype=np.float32)
+    t = HostTensor(DataType.FLOAT32, (1, 1, 1024, 1024), None, x)
+    op = bind({"type": "PADDING", "StartPadding": [0, 0, 1, 1], "EndPadding": [0, 0, 1, 1]},
+              {"InputTensor": t})  # fmt: skip
+    device = Device("cupy")
+    expected = np.pad(x.reshape(1, 1, 1024, 1024), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for _ in range(3):
+        # Its deadline has passed: given up (unless already done at the first look), its
+        # buffers set aside; the next request on the same thread takes others.
+        late = Work(op, {"InputTensor": t}, deadline=time.monotonic() - 1, time_limit_s=1.0)
+        try:
+            np.testing.assert_array_equal(device.run(late), expected)
+        except GatewayTimeoutError:
+            pass
+        np.testing.assert_array_equal(device.run(Work(op, {"InputTensor": t})), expected)

@@ -67,6 +67,18 @@ def test_long_borders_of_short_axes_match_reference(mode: str) -> None:
     assert_same(got, reference.padding(x, start, end, mode, np.int64(-5)))
 
 
+@pytest.mark.parametrize("budget", [ExecutionBudget(), ExecutionBudget(memory_bytes=256)])
+def test_constant_within_one_slice_and_across_slices_match_reference(
+    budget: ExecutionBudget,
+) -> None:
+    # An output within one slice is filled whole, then the input copied in; a larger one is
+    # padded border by border. Both give the reference's bytes.
+    x = random_array(np.random.default_rng(5), (2, 3, 5, 7), np.float16)
+    start, end = (0, 1, 2, 0), (1, 0, 3, 4)
+    got = cpu.padding(x, start, end, "CONSTANT", np.float16(-0.0), budget=budget)
+    assert_same(got, reference.padding(x, start, end, "CONSTANT", np.float16(-0.0)))
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])
 def test_integer_extremes_round_trip(dtype: Any) -> None:
     info = np.iinfo(dtype)
