@@ -21,11 +21,12 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, cast
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
 from ._array import is_cupy_array
+from ._json_numbers import flat_numbers, floats, integers
 from .directml import MAX_TENSOR_RANK
 from .dtypes import DataType, from_numpy, parse_data_type
 from .errors import DescriptorError, ErrorItem, LimitExceededError, Loc
@@ -219,99 +220,16 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
     not a number.
     """
     dt, count = layout.data_type, layout.extent
-    flat, kinds = _flat_numbers(values, loc)
+    flat, kinds = flat_numbers(values, loc)
     _check_limit(len(flat) * dt.itemsize, limit, "buffer of", loc)
     if len(flat) < count or (layout.strides is None and len(flat) != count):
         what = "Sizes/Strides address" if layout.strides is not None else "Sizes need"
         _bad(loc, "data", f"{what} {count} elements, but data has {len(flat)}")
     if dt.numpy.kind in "iu":
-        buffer = _integers(flat, kinds, dt, loc)
+        buffer = integers(flat, kinds, dt, loc)
     else:
-        buffer = _floats(flat, kinds, dt, loc)
+        buffer = floats(flat, kinds, dt, loc)
     return HostTensor(dt, layout.sizes, layout.strides, buffer[:count])
-
-
-def _integers(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndarray:
-    target = dt.numpy
-    info = np.iinfo(target)
-    if float in kinds:
-        if int in kinds:  # the floats checked on their own; then every element as an integer
-            at = np.fromiter((i for i, v in enumerate(flat) if type(v) is float), np.intp)
-            f = np.fromiter((flat[i] for i in at), np.float64, len(at))
-        else:
-            at, f = None, np.asarray(flat, dtype=np.float64)
-        _refuse_first(
-            ~(np.isfinite(f) & (f == np.trunc(f))), loc, f"{dt.value} data must be integers", at
-        )
-        # float(info.max + 1) is a power of two, exact: no rounding at the bounds.
-        _refuse_first((f < info.min) | (f >= float(info.max + 1)), loc, _outside(dt), at)
-        # A JSON parser reads an integer literal beyond 64 bits as a rounded float; past 2**53
-        # a float no longer says which integer was meant.
-        inexact = np.abs(f) > _EXACT_FLOAT_INT
-        if inexact.any():
-            value = float(f[np.argmax(inexact)])
-            msg = (
-                f"{dt.value} values beyond +-2**53 must be integer literals within the type's "
-                f"range (this one reads as the rounded float {value!r})"
-            )
-            _refuse_first(inexact, loc, msg, at)
-        if at is None:
-            return f.astype(target)
-        flat = [int(v) for v in flat]
-    try:
-        return np.array(flat, dtype=target)
-    except OverflowError:
-        first = next(i for i, v in enumerate(flat) if not info.min <= v <= info.max)
-        _bad((*loc, "data"), first, _outside(dt))
-
-
-def _floats(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndarray:
-    if int in kinds:
-        # Integers that a float cannot hold exactly are a client error, not a rounding.
-        big = np.fromiter((type(v) is int and abs(v) > _EXACT_FLOAT_INT for v in flat), bool)
-        _refuse_first(big, loc, f"an integer is too large to be represented as {dt.value}")
-    wide = np.asarray(flat, dtype=np.float64)
-    if dt.numpy == wide.dtype:
-        return wide
-    with np.errstate(over="ignore"):
-        buffer = wide.astype(dt.numpy)
-    _refuse_first(np.isfinite(wide) & ~np.isfinite(buffer), loc, _outside(dt))
-    return buffer
-
-
-_EXACT_FLOAT_INT = 2**53
-
-
-def _outside(dt: DataType) -> str:
-    return f"the value is outside the range of {dt.value}"
-
-
-def _refuse_first(bad: np.ndarray, loc: Loc, msg: str, at: np.ndarray | None = None) -> None:
-    """A DescriptorError at the first element of `data` marked in `bad` (`at[i]` is the
-    element of `bad[i]`, when given), if any."""
-    if bad.any():
-        first = int(np.argmax(bad))
-        _bad((*loc, "data"), int(at[first]) if at is not None else first, msg)
-
-
-def _flat_numbers(values: Any, loc: Loc) -> tuple[list[Any], set[type]]:
-    """The numbers of `values` as one flat list, and the Python types among them."""
-    if not isinstance(values, list):
-        _bad(loc, "data", "data must be a JSON array of numbers")
-    kinds = set(map(type, values))  # one pass: every later check reads these
-    if list in kinds:
-        try:
-            values = np.asarray(values, dtype=object).reshape(-1).tolist()
-        except ValueError:
-            values = [[]]  # NumPy refuses some ragged nestings, builds lists of others
-        kinds = set(map(type, values))
-        if list in kinds:
-            _bad(loc, "data", "nested data must be rectangular; send a flat row-major array")
-    if not kinds <= {int, float}:
-        first, value = next((i, v) for i, v in enumerate(values) if type(v) not in (int, float))
-        what = "a boolean is not a number" if type(value) is bool else "data must hold numbers only"
-        _bad((*loc, "data"), first, what)
-    return cast(list[Any], values), kinds
 
 
 def _check_limit(nbytes: int, limit: int | None, what: str, loc: Loc) -> None:

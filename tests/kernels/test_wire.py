@@ -186,6 +186,12 @@ def test_binary_data_outside_a_framed_body_is_a_framing_error() -> None:
         ("FLOAT64", [2**53], True),
         ("FLOAT64", [2**53 + 1], False),
         ("FLOAT16", [65504.0, -0.5], True),
+        # A JSON parser reads integer literals past 64 bits as rounded floats: refused.
+        ("UINT64", [1.8446744073709552e19], False),
+        ("INT64", [-9.223372036854776e18], False),
+        ("INT64", [2**63 - 1, 1.0], True),  # exact beside a float
+        ("INT32", [True], False),  # a boolean is not a number
+        ("FLOAT32", [1, False], False),
     ],
 )
 def test_json_numbers_stay_exact_or_are_refused(dt: str, values: list, ok: bool) -> None:
