@@ -4,7 +4,9 @@ the document (positive) and requests that break it (negative, which must be refu
 
 `DMLSERVE_SCHEMATHESIS_CASES` sets how many requests to send (at least): 2,000 by default, as
 CI runs it; `DMLSERVE_SCHEMATHESIS_CASES=20000 python -m pytest tests/service/test_schemathesis.py`
-for a longer run. The figures of a run (cases, statuses) are printed with `-s`.
+for a longer run. The figures of a run (cases, statuses) are printed with `-s`. On the 2-vCPU
+machine (2026-11-22) the default took 75 s for 2,602 requests, the 20,000 run 505 s for 25,786;
+neither had a 5xx or an answer the document does not describe.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ def _takes_input(operation: Any) -> bool:
     return any(len(part) for part in parts)
 
 
+# About 30 requests a second on a 2-core machine: a longer run gets a longer time limit.
+@pytest.mark.timeout(max(300, CASES // 10))
 def test_the_openapi_document_holds_under_generated_requests(live: ServerProcess) -> None:
     schema = schemathesis.openapi.from_url(live.url + "/openapi.json", config=CONFIG)
     operations = [result.ok() for result in schema.get_all_operations()]
