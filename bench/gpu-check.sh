@@ -78,7 +78,11 @@ fi
 if has service-tests; then
   step service-gpu-tests 300 "${parallel[@]}" -m gpu tests/service tests/clients \
     --ignore=tests/service/test_cuda_shm.py --ignore=tests/service/test_perf_analyzer_transports.py
-  step http-suites-cupy 200 env DMLSERVE_TEST_BACKEND=cupy "${pytest[@]}" tests/service tests/clients -k "not chromium"
+  # The OpenAPI fuzz and the browser test exercise the HTTP layer alone (no backend in them),
+  # and the GPU host has neither schemathesis nor Chromium.
+  step http-suites-cupy "${HTTP_SUITES_LIMIT:-300}" env DMLSERVE_TEST_BACKEND=cupy "${parallel[@]}" \
+    tests/service tests/clients --ignore=tests/service/test_schemathesis.py \
+    --ignore=tests/service/test_docs_chromium.py
 fi
 # CUDA shared memory through tritonclient (HTTP and gRPC) and perf_analyzer --shared-memory cuda,
 # against a live server on the CuPy backend.
