@@ -76,13 +76,13 @@ if has racecheck; then
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi
 if has service-tests; then
-  step service-gpu-tests 300 "${parallel[@]}" -m gpu tests/service tests/clients \
-    --ignore=tests/service/test_cuda_shm.py --ignore=tests/service/test_perf_analyzer_transports.py
   # The OpenAPI fuzz and the browser test exercise the HTTP layer alone (no backend in them),
   # and the GPU host has neither schemathesis nor Chromium.
+  http_only=(--ignore=tests/service/test_schemathesis.py --ignore=tests/service/test_docs_chromium.py)
+  step service-gpu-tests 300 "${parallel[@]}" -m gpu tests/service tests/clients "${http_only[@]}" \
+    --ignore=tests/service/test_cuda_shm.py --ignore=tests/service/test_perf_analyzer_transports.py
   step http-suites-cupy "${HTTP_SUITES_LIMIT:-300}" env DMLSERVE_TEST_BACKEND=cupy "${parallel[@]}" \
-    tests/service tests/clients --ignore=tests/service/test_schemathesis.py \
-    --ignore=tests/service/test_docs_chromium.py
+    tests/service tests/clients "${http_only[@]}"
 fi
 # CUDA shared memory through tritonclient (HTTP and gRPC) and perf_analyzer --shared-memory cuda,
 # against a live server on the CuPy backend.

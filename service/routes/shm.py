@@ -102,7 +102,8 @@ async def cuda_register(region: str, request: Request, state: StateDep) -> Respo
     )
     req = validate(CudaSharedMemoryRegister, await parse_json(body.json))
     try:
-        raw = base64.b64decode(req.raw_handle.b64, validate=True)
+        # Triton's C++ client (libb64, as perf_analyzer sends it) breaks the text into lines.
+        raw = base64.b64decode("".join(req.raw_handle.b64.split()), validate=True)
     except (binascii.Error, ValueError) as exc:
         raise BadRequestError(f"raw_handle.b64 is not valid base64: {exc}") from None
     from dmlserve.service.cudashm import register

@@ -121,4 +121,31 @@ def test_status_extensions_and_bad_registrations(client: Any) -> None:
     finally:
         client.unregister_cuda_shared_memory()
         cudashm.destroy_shared_memory_region(handle)
-    assert list(client.get_cuda_shared_memory_status() or []) == []
+    status = client.get_cuda_shared_memory_status()
+    assert (list(status) if client.protocol == "http" else list(status.regions)) == []
+
+
+def test_a_handle_in_wrapped_base64_registers(gpu_server: TransportServer) -> None:
+    # Triton's C++ client (libb64, as perf_analyzer sends it) breaks base64 into 72-char lines.
+    import base64
+    import json
+    import urllib.request
+
+    cudashm = _cudashm()
+    region = unique("w")
+    handle = cudashm.create_shared_memory_region(region, 256, DEVICE)
+    text = base64.b64encode(base64.b64decode(cudashm.get_raw_handle(handle))).decode()
+    wrapped = "\n".join(text[i : i + 72] for i in range(0, len(text), 72)) + "\n"
+    body = {"raw_handle": {"b64": wrapped}, "device_id": DEVICE, "byte_size": 256}
+    url = f"{gpu_server.url}/v2/cudasharedmemory/region/{region}/register"
+    request = urllib.request.Request(url, json.dumps(body).encode(), method="POST")
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+        status = triton_http.InferenceServerClient(gpu_server.http_address)
+        assert status.get_cuda_shared_memory_status(region)[0]["byte_size"] == 256
+        status.unregister_cuda_shared_memory(region)
+        status.close()
+    finally:
+        cudashm.destroy_shared_memory_region(handle)

@@ -155,7 +155,8 @@ def test_a_broken_file_stops_the_server_with_one_line(tmp_path: Path) -> None:
     repo = write_repository(tmp_path / "models")
     broken = {"operator": {**POOL["operator"], "Strides": [2, 0]}}
     (repo / "broken.json").write_bytes(orjson.dumps(broken))
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "DMLSERVE_MODEL_REPOSITORY": str(repo)}
+    pythonpath = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "DMLSERVE_MODEL_REPOSITORY": str(repo)}
     done = subprocess.run(
         [sys.executable, "-m", "dmlserve.service.cli", "serve", "--backend", TEST_BACKEND,
          "--port", "0"],
