@@ -19,8 +19,8 @@ from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator, check_name
 from dmlserve.service.rpc.infer import GrpcInferExchange
-from dmlserve.service.rpc.proto import grpc_service_pb2 as pb
-from dmlserve.service.rpc.proto import model_config_pb2 as mc
+from dmlserve.service.rpc.third_party.triton import grpc_service_pb2 as pb
+from dmlserve.service.rpc.third_party.triton import model_config_pb2 as mc
 from dmlserve.service.shm import SystemRegion
 from dmlserve.service.state import ServiceState
 
