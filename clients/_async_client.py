@@ -11,14 +11,14 @@ import httpx
 
 from ._base import BaseClient, BaseRegisteredOperator, OperatorLike, RequestSpec
 from ._framing import Encoding, NDArray
-from ._helpers import ArrayLike, AsyncOperatorMethods
+from ._helpers import ArrayLike, OperatorMethods
 
 __all__ = ["AsyncClient", "AsyncRegisteredOperator"]
 
 _T = TypeVar("_T")
 
 
-class AsyncClient(AsyncOperatorMethods, BaseClient[httpx.AsyncClient]):
+class AsyncClient(OperatorMethods, BaseClient[httpx.AsyncClient]):
     """An asyncio/trio dmlserve client over httpx; an async context manager.
 
     `http_client` injects a configured `httpx.AsyncClient` (proxies, mTLS, an in-process
