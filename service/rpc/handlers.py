@@ -101,6 +101,7 @@ async def RepositoryIndex(state: ServiceState, request: pb.RepositoryIndexReques
 async def RepositoryModelLoad(  # noqa: N802
     state: ServiceState, request: pb.RepositoryModelLoadRequest
 ) -> Message:
+    repository.refuse_overrides(request.parameters)
     await repository.repository_of(state).load(state, request.model_name)
     return pb.RepositoryModelLoadResponse()
 
