@@ -52,6 +52,7 @@ log = logging.getLogger("clients")
 
 _HttpT = TypeVar("_HttpT", httpx.Client, httpx.AsyncClient)
 _T = TypeVar("_T")
+_ClientT = TypeVar("_ClientT", bound="BaseClient[Any]")
 
 #: An operator: its JSON as a dict (DirectML field names) or a `kernels` descriptor model.
 OperatorLike = Mapping[str, Any] | OperatorBase
@@ -182,6 +183,22 @@ class BaseClient(Generic[_HttpT]):
     @staticmethod
     def _operator_path(name: str, suffix: str = "") -> str:
         return f"v1/operators/{quote(name, safe='')}{suffix}"
+
+    def _operator_request(self, name: str, method: str = "GET") -> RequestSpec:
+        """The record of registered operator `name` (GET), or its removal (DELETE)."""
+        return RequestSpec(method, self._operator_path(name))
+
+    def _registered_execute_request(
+        self, name: str, inputs: Mapping[str, ArrayLike], encoding: Encoding | None
+    ) -> RequestSpec:
+        return self._execute_request(self._operator_path(name, "/execute"), None, inputs, encoding)
+
+    @staticmethod
+    def _health_request(probe: str) -> RequestSpec:
+        """KServe's `/v2/health/{probe}`: never retried, and a 503 is an answer (False)."""
+        return RequestSpec(
+            "GET", f"v2/health/{probe}", retry=False, parse_statuses=frozenset({503})
+        )
 
     def _register_request(
         self,
@@ -324,6 +341,19 @@ class BaseClient(Generic[_HttpT]):
 
     def _log_retry(self, request: httpx.Request, delay: float, why: str) -> None:
         log.info("retrying %s %s in %.2f s (%s)", request.method, request.url, delay, why)
+
+
+class BaseRegisteredOperator(Generic[_ClientT]):
+    """What the twins' registered-operator handles share: the client, the name, the descriptor."""
+
+    def __init__(self, client: _ClientT, name: str, operator: dict[str, Any]) -> None:
+        self._client = client
+        self.name = name
+        #: The resolved descriptor the service answered with (OutputTensor filled in).
+        self.operator = operator
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, type={self.operator.get('type')!r})"
 
 
 def backoff_delay(attempt: int, rand: Callable[[], float] = random.random) -> float:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ._base import BaseClient, OperatorLike, RequestSpec
+from ._base import BaseClient, BaseRegisteredOperator, OperatorLike, RequestSpec
 from ._framing import Encoding, NDArray
 from ._helpers import ArrayLike, OperatorMethods
 
@@ -108,9 +108,7 @@ class Client(OperatorMethods, BaseClient[httpx.Client]):
 
     def get_operator(self, name: str) -> RegisteredOperator:
         """The handle of an operator registered earlier; NotFoundError if there is none."""
-        name, resolved = self._request(
-            RequestSpec("GET", self._operator_path(name)), self._parse_registration
-        )
+        name, resolved = self._request(self._operator_request(name), self._parse_registration)
         return RegisteredOperator(self, name, resolved)
 
     def operators(self) -> list[dict[str, Any]]:
@@ -128,45 +126,33 @@ class Client(OperatorMethods, BaseClient[httpx.Client]):
 
     def health(self) -> bool:
         """True when the service process answers (KServe `/v2/health/live`)."""
-        spec = RequestSpec("GET", "v2/health/live", retry=False, parse_statuses=frozenset({503}))
-        return self._request(spec, self._parse_ok)
+        return self._request(self._health_request("live"), self._parse_ok)
 
     def ready(self) -> bool:
         """True when the service accepts work (KServe `/v2/health/ready`); False on 503."""
-        spec = RequestSpec("GET", "v2/health/ready", retry=False, parse_statuses=frozenset({503}))
-        return self._request(spec, self._parse_ok)
+        return self._request(self._health_request("ready"), self._parse_ok)
 
 
-class RegisteredOperator:
+class RegisteredOperator(BaseRegisteredOperator["Client"]):
     """A registered operator: `execute(inputs)` runs it without resending the descriptor."""
-
-    def __init__(self, client: Client, name: str, operator: dict[str, Any]) -> None:
-        self._client = client
-        self.name = name
-        #: The resolved descriptor the service answered with (OutputTensor filled in).
-        self.operator = operator
-
-    def __repr__(self) -> str:
-        return f"RegisteredOperator(name={self.name!r}, type={self.operator.get('type')!r})"
 
     def execute(
         self, inputs: Mapping[str, ArrayLike], *, encoding: Encoding | None = None
     ) -> dict[str, NDArray]:
         """Run the operator on `inputs`; returns `{"OutputTensor": array}`."""
         client = self._client
-        spec = client._execute_request(
-            client._operator_path(self.name, "/execute"), None, inputs, encoding
-        )
+        spec = client._registered_execute_request(self.name, inputs, encoding)
         return client._request(spec, client._parse_outputs)
 
     def metadata(self) -> dict[str, Any]:
         """The service's record of this operator (`{"name", "operator", ...}`)."""
         client = self._client
-        spec = RequestSpec("GET", client._operator_path(self.name))
-        result: dict[str, Any] = client._request(spec, client._parse_json)
+        result: dict[str, Any] = client._request(
+            client._operator_request(self.name), client._parse_json
+        )
         return result
 
     def delete(self) -> None:
         """Remove the operator from the service."""
         client = self._client
-        client._request(RequestSpec("DELETE", client._operator_path(self.name)), client._parse_ok)
+        client._request(client._operator_request(self.name, "DELETE"), client._parse_ok)

@@ -3,15 +3,16 @@
 Each operator module in `kernels.operators` declares its helper: the NumPy-style signature
 (snake_case, DirectML's defaults), its docstring, and how the arguments become one descriptor
 plus its named inputs. Here each helper becomes a method that sends that through `execute` and
-returns the output: `OperatorMethods` for `Client`, `AsyncOperatorMethods` (coroutines) for
-`AsyncClient`. The signatures carry through to type checkers and `inspect`.
+returns the output, on `Client` a function and on `AsyncClient` a coroutine, both from one
+`OperatorMethods`. The signatures carry through to type checkers and `inspect`.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Concatenate, ParamSpec, Protocol
+from types import MethodType
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, overload
 
 from dmlserve.kernels import OperatorBase, OperatorSpec
 from dmlserve.kernels.operators import (
@@ -26,7 +27,7 @@ from dmlserve.kernels.operators import (
 
 from ._framing import NDArray
 
-__all__ = ["ArrayLike", "AsyncOperatorMethods", "Dims", "OperatorMethods"]
+__all__ = ["ArrayLike", "Dims", "OperatorMethods"]
 
 P = ParamSpec("P")
 
@@ -54,11 +55,7 @@ def _as_method(method: Callable[..., Any], spec: OperatorSpec[Any, Any]) -> None
     )
 
 
-def operator_method(
-    spec: OperatorSpec[Any, P],
-) -> Callable[Concatenate[_Executes, P], NDArray]:
-    """A `Client` method running the operator through its SDK helper; returns the output."""
-
+def _sync_method(spec: OperatorSpec[Any, P]) -> Callable[Concatenate[_Executes, P], NDArray]:
     def method(self: _Executes, /, *args: P.args, **kwargs: P.kwargs) -> NDArray:
         op, inputs = spec.helper(*args, **kwargs)
         return self.execute(op, inputs)["OutputTensor"]
@@ -67,11 +64,9 @@ def operator_method(
     return method
 
 
-def async_operator_method(
+def _async_method(
     spec: OperatorSpec[Any, P],
 ) -> Callable[Concatenate[_AsyncExecutes, P], Coroutine[Any, Any, NDArray]]:
-    """The `AsyncClient` twin of `operator_method`."""
-
     async def method(self: _AsyncExecutes, /, *args: P.args, **kwargs: P.kwargs) -> NDArray:
         op, inputs = spec.helper(*args, **kwargs)
         return (await self.execute(op, inputs))["OutputTensor"]
@@ -80,21 +75,38 @@ def async_operator_method(
     return method
 
 
+class OperatorMethod(Generic[P]):
+    """An operator's method on both clients: it runs the operator through its SDK helper and
+    returns the output; on a client whose `execute` is a coroutine, it is one too."""
+
+    def __init__(self, spec: OperatorSpec[Any, P]) -> None:
+        self._sync = _sync_method(spec)
+        self._async = _async_method(spec)
+
+    @overload
+    def __get__(
+        self, obj: _AsyncExecutes, owner: type[Any] | None = None
+    ) -> Callable[P, Coroutine[Any, Any, NDArray]]: ...
+
+    @overload
+    def __get__(self, obj: _Executes, owner: type[Any] | None = None) -> Callable[P, NDArray]: ...
+
+    @overload
+    def __get__(
+        self, obj: None, owner: type[Any] | None = None
+    ) -> Callable[Concatenate[Any, P], Any]: ...
+
+    def __get__(self, obj: Any, owner: type[Any] | None = None) -> Any:
+        cls = owner if owner is not None else type(obj)
+        method = self._async if inspect.iscoroutinefunction(cls.execute) else self._sync
+        return method if obj is None else MethodType(method, obj)
+
+
 class OperatorMethods:
-    """`Client`'s typed operator methods, one per operator module."""
+    """The typed operator methods of `Client` and `AsyncClient`, one per operator module."""
 
-    fold = operator_method(fold.SPEC)
-    unfold = operator_method(unfold.SPEC)
-    padding = operator_method(padding.SPEC)
-    average_pooling = operator_method(average_pooling.SPEC)
-    convolution_integer = operator_method(convolution_integer.SPEC)
-
-
-class AsyncOperatorMethods:
-    """`AsyncClient`'s typed operator methods, one per operator module."""
-
-    fold = async_operator_method(fold.SPEC)
-    unfold = async_operator_method(unfold.SPEC)
-    padding = async_operator_method(padding.SPEC)
-    average_pooling = async_operator_method(average_pooling.SPEC)
-    convolution_integer = async_operator_method(convolution_integer.SPEC)
+    fold = OperatorMethod(fold.SPEC)
+    unfold = OperatorMethod(unfold.SPEC)
+    padding = OperatorMethod(padding.SPEC)
+    average_pooling = OperatorMethod(average_pooling.SPEC)
+    convolution_integer = OperatorMethod(convolution_integer.SPEC)

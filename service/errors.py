@@ -112,20 +112,23 @@ class InsufficientStorageError(ServiceError):
     status, code, title = 507, "insufficient_storage", "Insufficient Storage"
 
 
-class QueueFullError(ServiceError):
-    status, code, title, retryable = 429, "queue_full", "Too Many Requests", True
+class RetryLaterError(ServiceError):
+    """A refusal the client may send again after `retry_after_s` seconds (Retry-After)."""
+
+    retryable = True
 
     def __init__(self, detail: str, retry_after_s: int) -> None:
         super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
 
 
-class UnavailableError(ServiceError):
+class QueueFullError(RetryLaterError):
+    status, code, title = 429, "queue_full", "Too Many Requests"
+
+
+class UnavailableError(RetryLaterError):
     """Not ready yet, or the device ran out of memory; the server keeps serving."""
 
-    status, code, title, retryable = 503, "unavailable", "Service Unavailable", True
-
-    def __init__(self, detail: str, retry_after_s: int) -> None:
-        super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
+    status, code, title = 503, "unavailable", "Service Unavailable"
 
 
 def host_out_of_memory(retry_after_s: int) -> UnavailableError:

@@ -33,7 +33,6 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        model = ["model", "version"]
         self.requests = Counter(
             "dmlserve_requests", "Requests that ran an operator, by operator and HTTP status",
             ["operator", "status"], registry=r,
@@ -62,47 +61,40 @@ class Metrics:
         self.gpu_memory = Gauge(
             "dmlserve_gpu_memory_used_bytes", "Device memory held by CuPy's pool", registry=r
         )
+
         # Triton's names. prometheus-client appends `_total` to every Counter, which would
         # break the names, so these monotonic totals are exported as gauges that only grow.
-        self.nv_success = Gauge(
-            "nv_inference_request_success", "Successful inference requests", model, registry=r
+        def per_model(name: str, documentation: str, *labels: str) -> Gauge:
+            return Gauge(name, documentation, ["model", "version", *labels], registry=r)
+
+        self.nv_success = per_model("nv_inference_request_success", "Successful inference requests")
+        self.nv_failure = per_model(
+            "nv_inference_request_failure", "Failed inference requests", "reason"
         )
-        self.nv_failure = Gauge(
-            "nv_inference_request_failure", "Failed inference requests", [*model, "reason"],
-            registry=r,
-        )  # fmt: skip
-        self.nv_count = Gauge(
-            "nv_inference_count", "Inferences performed (a batch of N counts N)", model,
-            registry=r,
-        )  # fmt: skip
-        self.nv_exec = Gauge(
-            "nv_inference_exec_count", "Model executions performed", model, registry=r
+        self.nv_count = per_model(
+            "nv_inference_count", "Inferences performed (a batch of N counts N)"
         )
-        self.nv_request_us = Gauge(
-            "nv_inference_request_duration_us", "Cumulative request duration (us)", model,
-            registry=r,
-        )  # fmt: skip
-        self.nv_queue_us = Gauge(
-            "nv_inference_queue_duration_us", "Cumulative queue duration (us)", model, registry=r
+        self.nv_exec = per_model("nv_inference_exec_count", "Model executions performed")
+        self.nv_request_us = per_model(
+            "nv_inference_request_duration_us", "Cumulative request duration (us)"
         )
-        self.nv_input_us = Gauge(
+        self.nv_queue_us = per_model(
+            "nv_inference_queue_duration_us", "Cumulative queue duration (us)"
+        )
+        self.nv_input_us = per_model(
             "nv_inference_compute_input_duration_us",
             "Cumulative duration of decoding inputs and copying them to the device (us)",
-            model, registry=r,
-        )  # fmt: skip
-        self.nv_infer_us = Gauge(
-            "nv_inference_compute_infer_duration_us", "Cumulative compute duration (us)", model,
-            registry=r,
-        )  # fmt: skip
-        self.nv_output_us = Gauge(
+        )
+        self.nv_infer_us = per_model(
+            "nv_inference_compute_infer_duration_us", "Cumulative compute duration (us)"
+        )
+        self.nv_output_us = per_model(
             "nv_inference_compute_output_duration_us",
             "Cumulative duration of copying outputs from the device and encoding them (us)",
-            model, registry=r,
-        )  # fmt: skip
-        self.nv_pending = Gauge(
-            "nv_inference_pending_request_count", "Requests waiting for a compute slot", model,
-            registry=r,
-        )  # fmt: skip
+        )
+        self.nv_pending = per_model(
+            "nv_inference_pending_request_count", "Requests waiting for a compute slot"
+        )
         # Labelled children by label values: `.labels()` costs a lock and a few dict lookups.
         self._children: dict[tuple[Any, ...], Any] = {}
 

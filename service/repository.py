@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +42,19 @@ logger = logging.getLogger("dmlserve")
 SUFFIX = ".json"
 State = Literal["READY", "UNAVAILABLE"]
 Stamp = tuple[int, int, int]  # (inode, size, mtime in ns) of a file as last read
+
+
+#: Load parameters that would replace the repository's file; not supported.
+_OVERRIDES = ("config",)
+
+
+def refuse_overrides(parameters: Iterable[str]) -> None:
+    """400 for a load parameter that would replace the model's file (`config`, `file:...`)."""
+    overrides = [k for k in parameters if k in _OVERRIDES or k.startswith("file:")]
+    if overrides:
+        raise BadRequestError(
+            f"load parameter {overrides[0]!r} is not supported: a model is its repository file"
+        )
 
 
 class RepositoryError(ServiceError):

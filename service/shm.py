@@ -211,6 +211,18 @@ class SharedMemory:
         """The KServe extensions served: system shared memory, and CUDA's where a GPU computes."""
         return ["system_shared_memory", *(["cuda_shared_memory"] if self.cuda else [])]
 
+    def require_cuda(self) -> None:
+        """400 where CUDA regions are not served (no CUDA device computes).
+
+        Only registering asks: status and unregister-all answer (with no regions), as clients
+        such as perf_analyzer clean up both kinds whatever they used.
+        """
+        if not self.cuda:
+            raise BadRequestError(
+                "CUDA shared memory is not served here: this server computes on the CPU "
+                "(no CUDA device); use system shared memory"
+            )
+
     def register(self, region: Region) -> None:
         """Add an opened region (closed again if refused): 409 for a taken name, 507 over limits."""
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Iterable
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
@@ -19,6 +20,19 @@ from dmlserve.service.responses import render_error
 from dmlserve.service.state import state_of
 
 E = TypeVar("E", bound=Callable[..., Any])
+
+
+def error_responses(
+    media_type: str, schema: str, statuses: Iterable[int]
+) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI answers of error `statuses`: a body of `media_type` that is `schema`."""
+    return {
+        status: {
+            "description": HTTPStatus(status).phrase,
+            "content": {media_type: {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+        }
+        for status in statuses
+    }
 
 
 def direct(endpoint: E) -> E:

@@ -9,9 +9,8 @@ from starlette.responses import Response
 
 from dmlserve.service.body import read_body
 from dmlserve.service.codec import load_json, validate
-from dmlserve.service.errors import BadRequestError
 from dmlserve.service.repository import index as repository_index
-from dmlserve.service.repository import repository_of
+from dmlserve.service.repository import refuse_overrides, repository_of
 from dmlserve.service.responses import json_response
 from dmlserve.service.routes._route import KeyedRoute
 from dmlserve.service.routes.v2 import ERRORS
@@ -23,9 +22,6 @@ from dmlserve.service.schemas import (
 from dmlserve.service.state import ServiceState, StateDep
 
 router = APIRouter(prefix="/v2/repository", tags=["v2"], responses=ERRORS, route_class=KeyedRoute)
-
-#: Load parameters that would replace the repository's file; not supported.
-_OVERRIDES = ("config",)
 
 
 async def _body(request: Request, state: ServiceState) -> dict[str, Any]:
@@ -47,11 +43,7 @@ async def index(request: Request, state: StateDep) -> Response:
 @router.post("/models/{name}/load", summary="Load (or reload) a model from its file")
 async def load(name: str, request: Request, state: StateDep) -> Response:
     req = validate(RepositoryModelRequest, await _body(request, state))
-    overrides = [k for k in (req.parameters or {}) if k in _OVERRIDES or k.startswith("file:")]
-    if overrides:
-        raise BadRequestError(
-            f"load parameter {overrides[0]!r} is not supported: a model is its repository file"
-        )
+    refuse_overrides(req.parameters or {})
     await repository_of(state).load(state, name)
     return json_response({})
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from dmlserve.service.body import read_body
@@ -27,8 +29,10 @@ from dmlserve.service.schemas import (
     SystemSharedMemoryRegister,
     SystemSharedMemoryStatus,
 )
-from dmlserve.service.shm import SystemRegion
+from dmlserve.service.shm import Kind, SystemRegion
 from dmlserve.service.state import ServiceState, StateDep
+
+M = TypeVar("M", bound=BaseModel)
 
 router = APIRouter(prefix="/v2", tags=["v2"], responses=ERRORS, route_class=KeyedRoute)
 SYSTEM = "/systemsharedmemory"
@@ -46,61 +50,24 @@ EMPTY: dict[str, Any] = {
 }
 
 
-@router.get(SYSTEM + "/status", response_model=list[SystemSharedMemoryStatus])
-@router.get(SYSTEM + "/region/{region}/status", response_model=list[SystemSharedMemoryStatus])
-async def system_status(state: StateDep, region: str = "") -> Response:
-    """The registered system shared-memory regions (one, when named)."""
-    return json_response(state.shared_memory.status("system", region))
-
-
-@router.post(
-    SYSTEM + "/region/{region}/register", summary="Register a system shared-memory region", **EMPTY
-)
-async def system_register(region: str, request: Request, state: StateDep) -> Response:
+async def _registration(model: type[M], request: Request, state: ServiceState) -> M:
+    """The JSON body of a register request, as `model`."""
     body = await read_body(
         request, state.settings.max_request_bytes, state.settings.body_timeout_s, control=True
     )
-    req = validate(SystemSharedMemoryRegister, await parse_json(body.json))
+    return validate(model, await parse_json(body.json))
+
+
+async def system_register(region: str, request: Request, state: StateDep) -> Response:
+    req = await _registration(SystemSharedMemoryRegister, request, state)
     opened = SystemRegion.open(check_name(region), req.key, req.offset, req.byte_size)
     state.shared_memory.register(opened)
     return _done()
 
 
-@router.post(
-    SYSTEM + "/unregister", summary="Unregister every system shared-memory region", **EMPTY
-)
-@router.post(SYSTEM + "/region/{region}/unregister", summary="Unregister one", **EMPTY)
-async def system_unregister(state: StateDep, region: str = "") -> Response:
-    state.shared_memory.unregister("system", region)
-    return _done()
-
-
-def _cuda(state: ServiceState) -> None:
-    # Only registering is refused: status and unregister-all answer (with no regions), as
-    # clients such as perf_analyzer clean up both kinds whatever they used.
-    if not state.shared_memory.cuda:
-        raise BadRequestError(
-            "CUDA shared memory is not served here: this server computes on the CPU "
-            "(no CUDA device); use system shared memory"
-        )
-
-
-@router.get(CUDA + "/status", response_model=list[CudaSharedMemoryStatus])
-@router.get(CUDA + "/region/{region}/status", response_model=list[CudaSharedMemoryStatus])
-async def cuda_status(state: StateDep, region: str = "") -> Response:
-    """The registered CUDA shared-memory regions (one, when named)."""
-    return json_response(state.shared_memory.status("cuda", region))
-
-
-@router.post(
-    CUDA + "/region/{region}/register", summary="Register a CUDA shared-memory region", **EMPTY
-)
 async def cuda_register(region: str, request: Request, state: StateDep) -> Response:
-    _cuda(state)
-    body = await read_body(
-        request, state.settings.max_request_bytes, state.settings.body_timeout_s, control=True
-    )
-    req = validate(CudaSharedMemoryRegister, await parse_json(body.json))
+    state.shared_memory.require_cuda()
+    req = await _registration(CudaSharedMemoryRegister, request, state)
     try:
         # Triton's C++ client (libb64, as perf_analyzer sends it) breaks the text into lines.
         raw = base64.b64decode("".join(req.raw_handle.b64.split()), validate=True)
@@ -112,8 +79,32 @@ async def cuda_register(region: str, request: Request, state: StateDep) -> Respo
     return _done()
 
 
-@router.post(CUDA + "/unregister", summary="Unregister every CUDA shared-memory region", **EMPTY)
-@router.post(CUDA + "/region/{region}/unregister", summary="Unregister one", **EMPTY)
-async def cuda_unregister(state: StateDep, region: str = "") -> Response:
-    state.shared_memory.unregister("cuda", region)
-    return _done()
+def _routes(
+    kind: Kind, prefix: str, statuses: Any, register: Callable[..., Any], what: str
+) -> None:
+    """The routes of one kind of region (`statuses`: the status answer's model): status and
+    unregister are the same for both kinds, registering is `register`."""
+
+    async def status(state: StateDep, region: str = "") -> Response:
+        return json_response(state.shared_memory.status(kind, region))
+
+    async def unregister(state: StateDep, region: str = "") -> Response:
+        state.shared_memory.unregister(kind, region)
+        return _done()
+
+    doc = f"The registered {what} regions (one, when named)."
+    for path in ("/region/{region}/status", "/status"):
+        router.get(prefix + path, response_model=statuses, name=f"{kind}_status", description=doc)(
+            status
+        )
+    summary = f"Register a {what} region"
+    router.post(prefix + "/region/{region}/register", summary=summary, **EMPTY)(register)
+    for path, summary in (
+        ("/region/{region}/unregister", "Unregister one"),
+        ("/unregister", f"Unregister every {what} region"),
+    ):
+        router.post(prefix + path, name=f"{kind}_unregister", summary=summary, **EMPTY)(unregister)
+
+
+_routes("system", SYSTEM, list[SystemSharedMemoryStatus], system_register, "system shared-memory")
+_routes("cuda", CUDA, list[CudaSharedMemoryStatus], cuda_register, "CUDA shared-memory")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from http import HTTPStatus
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -16,7 +15,7 @@ from dmlserve.service.registration import read_registration, unregister
 from dmlserve.service.registration import register as register_operator
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
-from dmlserve.service.routes._route import E, KeyedRoute, direct
+from dmlserve.service.routes._route import E, KeyedRoute, direct, error_responses
 from dmlserve.service.schemas import (
     ExecuteRequest,
     ExecuteResponse,
@@ -27,15 +26,9 @@ from dmlserve.service.schemas import (
 )
 from dmlserve.service.state import StateDep, state_of
 
-PROBLEMS: dict[int | str, dict[str, Any]] = {
-    code: {
-        "description": HTTPStatus(code).phrase,
-        "content": {
-            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
-        },
-    }
-    for code in (400, 401, 404, 408, 409, 413, 415, 422, 429, 503, 504)
-}
+PROBLEMS = error_responses(
+    "application/problem+json", "Problem", (400, 401, 404, 408, 409, 413, 415, 422, 429, 503, 504)
+)
 
 
 FRAMING = (

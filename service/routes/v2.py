@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from http import HTTPStatus
-from typing import Any
-
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -16,7 +13,7 @@ from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator
 from dmlserve.service.responses import json_response
-from dmlserve.service.routes._route import KeyedRoute, direct
+from dmlserve.service.routes._route import KeyedRoute, direct, error_responses
 from dmlserve.service.routes.v1 import FRAMING, FRAMING_HEADER
 from dmlserve.service.schemas import (
     InferResponse,
@@ -26,13 +23,9 @@ from dmlserve.service.schemas import (
 )
 from dmlserve.service.state import StateDep, state_of
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {
-        "description": HTTPStatus(code).phrase,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/V2Error"}}},
-    }
-    for code in (400, 401, 404, 408, 413, 415, 422, 429, 503, 504)
-}
+ERRORS = error_responses(
+    "application/json", "V2Error", (400, 401, 404, 408, 413, 415, 422, 429, 503, 504)
+)
 
 health = APIRouter(prefix="/v2/health", tags=["v2"])
 router = APIRouter(prefix="/v2", tags=["v2"], responses=ERRORS, route_class=KeyedRoute)

@@ -4,6 +4,6 @@
 app's lifespan) and maps service errors to gRPC status codes; `infer` is ModelInfer's exchange
 with the request pipeline (the same decode, bind, limiter, device and encode as `/v2` over HTTP);
 `handlers` implements the other RPCs on the same state (model configuration, statistics and
-the repository through the modules the HTTP routes use); `proto` the generated protobuf
-modules.
+the repository through the modules the HTTP routes use); `third_party.triton` Triton's protos
+and the protobuf modules generated from them.
 """

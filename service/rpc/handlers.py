@@ -14,14 +14,14 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from dmlserve.service import kserve, repository
-from dmlserve.service.errors import BadRequestError, NotFoundError
+from dmlserve.service.errors import NotFoundError
 from dmlserve.service.model_config import service_model_config
 from dmlserve.service.pipeline import run
 from dmlserve.service.registry import RegisteredOperator, check_name
 from dmlserve.service.rpc.infer import GrpcInferExchange
-from dmlserve.service.rpc.proto import grpc_service_pb2 as pb
-from dmlserve.service.rpc.proto import model_config_pb2 as mc
-from dmlserve.service.shm import SystemRegion
+from dmlserve.service.rpc.third_party.triton import grpc_service_pb2 as pb
+from dmlserve.service.rpc.third_party.triton import model_config_pb2 as mc
+from dmlserve.service.shm import Kind, SystemRegion
 from dmlserve.service.state import ServiceState
 
 Handler = Callable[[ServiceState, Any], Awaitable[Message]]
@@ -101,6 +101,7 @@ async def RepositoryIndex(state: ServiceState, request: pb.RepositoryIndexReques
 async def RepositoryModelLoad(  # noqa: N802
     state: ServiceState, request: pb.RepositoryModelLoadRequest
 ) -> Message:
+    repository.refuse_overrides(request.parameters)
     await repository.repository_of(state).load(state, request.model_name)
     return pb.RepositoryModelLoadResponse()
 
@@ -127,14 +128,27 @@ async def ModelInfer(state: ServiceState, request: pb.ModelInferRequest) -> Mess
 # --- shared memory ---------------------------------------------------------------------------
 
 
-@rpc
-async def SystemSharedMemoryStatus(  # noqa: N802
-    state: ServiceState, request: pb.SystemSharedMemoryStatusRequest
-) -> Message:
-    regions = state.shared_memory.status("system", request.name)
-    return json_format.ParseDict(
-        {"regions": {r["name"]: r for r in regions}}, pb.SystemSharedMemoryStatusResponse()
-    )
+def _region_rpcs(kind: Kind, prefix: str) -> None:
+    """`{prefix}Status` and `{prefix}Unregister`: the same for both kinds of region."""
+    status_response: type[Message] = getattr(pb, f"{prefix}StatusResponse")
+    unregister_response: type[Message] = getattr(pb, f"{prefix}UnregisterResponse")
+
+    async def status(state: ServiceState, request: Any) -> Message:
+        regions = state.shared_memory.status(kind, request.name)
+        return json_format.ParseDict(
+            {"regions": {r["name"]: r for r in regions}}, status_response()
+        )
+
+    async def unregister(state: ServiceState, request: Any) -> Message:
+        state.shared_memory.unregister(kind, request.name)
+        return unregister_response()
+
+    HANDLERS[f"{prefix}Status"] = status
+    HANDLERS[f"{prefix}Unregister"] = unregister
+
+
+_region_rpcs("system", "SystemSharedMemory")
+_region_rpcs("cuda", "CudaSharedMemory")
 
 
 @rpc
@@ -148,48 +162,12 @@ async def SystemSharedMemoryRegister(  # noqa: N802
 
 
 @rpc
-async def SystemSharedMemoryUnregister(  # noqa: N802
-    state: ServiceState, request: pb.SystemSharedMemoryUnregisterRequest
-) -> Message:
-    state.shared_memory.unregister("system", request.name)
-    return pb.SystemSharedMemoryUnregisterResponse()
-
-
-def _cuda(state: ServiceState) -> None:
-    # Only registering is refused: status and unregister-all answer (with no regions), as
-    # clients such as perf_analyzer clean up both kinds whatever they used.
-    if not state.shared_memory.cuda:
-        raise BadRequestError(
-            "CUDA shared memory is not served here: this server computes on the CPU "
-            "(no CUDA device); use system shared memory"
-        )
-
-
-@rpc
-async def CudaSharedMemoryStatus(  # noqa: N802
-    state: ServiceState, request: pb.CudaSharedMemoryStatusRequest
-) -> Message:
-    regions = state.shared_memory.status("cuda", request.name)
-    return json_format.ParseDict(
-        {"regions": {r["name"]: r for r in regions}}, pb.CudaSharedMemoryStatusResponse()
-    )
-
-
-@rpc
 async def CudaSharedMemoryRegister(  # noqa: N802
     state: ServiceState, request: pb.CudaSharedMemoryRegisterRequest
 ) -> Message:
-    _cuda(state)
+    state.shared_memory.require_cuda()
     from dmlserve.service.cudashm import register
 
     name = check_name(request.name)
     await register(state, name, request.raw_handle, request.device_id, request.byte_size)
     return pb.CudaSharedMemoryRegisterResponse()
-
-
-@rpc
-async def CudaSharedMemoryUnregister(  # noqa: N802
-    state: ServiceState, request: pb.CudaSharedMemoryUnregisterRequest
-) -> Message:
-    state.shared_memory.unregister("cuda", request.name)
-    return pb.CudaSharedMemoryUnregisterResponse()

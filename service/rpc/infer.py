@@ -22,7 +22,7 @@ from dmlserve.service.kserve import (
     write_shm_outputs,
 )
 from dmlserve.service.registry import RegisteredOperator
-from dmlserve.service.rpc.proto import grpc_service_pb2 as pb
+from dmlserve.service.rpc.third_party.triton import grpc_service_pb2 as pb
 from dmlserve.service.schemas import InferInput, InferRequestedOutput
 from dmlserve.service.shm import Leases, SharedMemory
 from dmlserve.service.work import Outcome

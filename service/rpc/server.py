@@ -19,7 +19,7 @@ import grpc.aio
 from dmlserve.service.auth import authorize
 from dmlserve.service.errors import ServiceError
 from dmlserve.service.rpc.handlers import HANDLERS, OPEN, Handler
-from dmlserve.service.rpc.proto import grpc_service_pb2 as pb
+from dmlserve.service.rpc.third_party.triton import grpc_service_pb2 as pb
 from dmlserve.service.state import ServiceState
 
 logger = logging.getLogger("dmlserve")

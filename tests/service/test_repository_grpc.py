@@ -52,3 +52,19 @@ def test_load_configure_infer_and_count_over_grpc(server: TransportServer) -> No
         assert not client.is_model_ready("conv")
         with pytest.raises(InferenceServerException, match="has no missing.json"):
             client.load_model("missing")
+
+
+@pytest.mark.parametrize(
+    ("config", "files", "refused"),
+    [('{"max_batch_size": 1}', None, "'config'"), (None, {"file:1/model.json": b"{}"}, "'file:")],
+)
+def test_a_load_that_would_replace_the_file_is_refused_over_grpc(
+    server: TransportServer, config: str | None, files: dict[str, bytes] | None, refused: str
+) -> None:
+    # The same refusal as over HTTP: silently loading the file instead would leave the client
+    # believing its configuration is served.
+    with triton.InferenceServerClient(server.grpc_address) as client:
+        with pytest.raises(InferenceServerException, match=f"load parameter {refused}") as err:
+            client.load_model("pool", config=config, files=files)
+        assert err.value.status() == "StatusCode.INVALID_ARGUMENT"
+        assert not client.is_model_ready("pool")

@@ -4,7 +4,7 @@
 #
 # The generated modules are committed, so neither an install nor the image needs grpcio-tools.
 # Run after replacing a .proto, with grpcio-tools in the active environment (the version whose
-# protobuf the server's pin allows): service/rpc/proto/generate.sh
+# protobuf the server's pin allows): service/rpc/third_party/triton/generate.sh
 #
 # Two edits to protoc's output: imports become relative (the modules live in a package), and
 # descriptors go to a descriptor pool of their own (`_pool.POOL`), so they never clash with
