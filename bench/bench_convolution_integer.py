@@ -4,10 +4,11 @@
 Usage: python bench/bench_convolution_integer.py [--batch 32] [--json PATH] [--quick]
 
 Times are medians of CUDA-event-timed batches of back-to-back calls after warm-up; a GPU spin
-(`torch.cuda._sleep`) is queued before each batch so that host-side launch overhead overlaps
-the GPU work instead of showing as idle time. Three input buffers rotate. Our time is the whole
-public call (filter prep, input transform, GEMM); `kernels` is the sum of its GPU kernel times
-from the profiler. Peers: cuDNN fp16 conv2d on channels-last tensors with
+(`torch.cuda._sleep`, ~1 ms per call) is queued before each batch so that host-side launch
+overhead overlaps the GPU work instead of showing as idle time; `host us` is that overhead
+(the host time to issue one call, without waiting for the GPU). Three input buffers rotate.
+Our time is the whole public call (filter prep, input transform, GEMM); `kernels` is the sum
+of its GPU kernel times from the profiler. Peers: cuDNN fp16 conv2d on channels-last tensors with
 `cudnn.benchmark=True` (speed class; not integer), and the torch-user path F.unfold (fp16) ->
 int8 -> `torch._int_mm` with a column-major right operand (no zero points, output left in
 (pixels, channels) layout: both favour the peer). ops = 2*N*OC*prod(P)*(C/G)*prod(R).
@@ -21,6 +22,7 @@ import importlib
 import json
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,13 +74,27 @@ def time_ms(fn: Callable[[int], Any], inner: int, reps: int, warmup: int) -> flo
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
     for _ in range(reps):
-        torch.cuda._sleep(4_000_000)  # ~2 ms spin: the host queues the batch meanwhile
+        # A spin of ~2 ms + 1 ms per call: the host queues the whole batch meanwhile, so the
+        # events time the GPU work of the calls, not the host's launch overhead.
+        torch.cuda._sleep(2_000_000 * (2 + inner))
         start.record()
         for i in range(inner):
             fn(i)
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) / inner)
+    return statistics.median(samples)
+
+
+def host_us(fn: Callable[[int], Any], calls: int = 20) -> float:
+    """Median host time to issue one call (the GPU is kept busy, so nothing waits for it)."""
+    samples = []
+    for i in range(calls):
+        torch.cuda._sleep(2_000_000)
+        t0 = time.perf_counter()
+        fn(i)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
     return statistics.median(samples)
 
 
@@ -119,6 +135,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
     row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
     row["ours_ms"] = time_ms(ours, inner, reps, 5)
+    row["host_us"] = host_us(ours)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
@@ -150,17 +167,23 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
     row["cudnn_fp16_ms"] = time_ms(cudnn, inner, reps, 5)
 
-    if sweep:  # every tensor-core tile on this layer, to check the tile picker
+    if sweep and c // g >= 8 and m // g >= 8:  # every tensor-core tile, to check the picker
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
+        gemm = importlib.import_module("dmlserve.kernels.cupy_backend._convolution_integer_gemm")
 
         row["tiles"] = {}
-        for bm, bn, *_ in mod._TILES:
-            options = mod.Options(tile=(bm, bn))
+        sm90 = str(cupy.cuda.Device().compute_capability) == "90"
+        kernels = [("mma_sync", gemm.MMA_SYNC_TILES)]
+        kernels += [("wgmma", gemm.WGMMA_TILES)] if sm90 else []
+        for kernel, tiles in kernels:
+            for bm, bn, *_ in tiles:
+                options = mod.Options(tile=(bm, bn), tensor_cores=kernel)
 
-            def tiled(i: int, o: Any = options) -> Any:
-                return mod.convolution_integer_on(o, xs[i % 3], w, 128, zw, *geo, g)
+                def tiled(i: int, o: Any = options) -> Any:
+                    return mod.convolution_integer_on(o, xs[i % 3], w, 128, zw, *geo, g)
 
-            row["tiles"][f"{bm}x{bn}"] = time_ms(tiled, inner, max(3, reps // 3), 2)
+                key = f"{kernel} {bm}x{bn}"
+                row["tiles"][key] = time_ms(tiled, inner, max(3, reps // 3), 2)
 
     # Torch-user path: unfold (fp16) -> int8 columns -> _int_mm with column-major B.
     kk = c * case.k * case.k
@@ -194,6 +217,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--sweep", action="store_true", help="also time every GEMM tile shape")
+    ap.add_argument("--only-3x3", action="store_true", help="the ungrouped 3x3 layers alone")
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     inner, reps = (5, 5) if args.quick else (10, 15)
@@ -217,11 +241,12 @@ def main() -> None:
     )
     print(
         "| layer | ours ms | ours TOPS | kernels TOPS | cuDNN fp16 TOPS | ours/cuDNN "
-        "| unfold+_int_mm TOPS | ours/unfold | _int_mm GEMM TOPS | ours/GEMM |"
+        "| unfold+_int_mm TOPS | ours/unfold | _int_mm GEMM TOPS | ours/GEMM | host us |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     rows = []
-    for case in CASES:
+    cases = [c for c in CASES if c.k == 3 and c.groups == 1] if args.only_3x3 else CASES
+    for case in cases:
         r = run_case(case, args.batch, inner, reps, args.sweep)
         rows.append(r)
         un = r.get("unfold_int_mm_ms")
@@ -232,7 +257,7 @@ def main() -> None:
             f"| {r['cudnn_fp16_ms'] / r['ours_ms']:.2f} "
             f"| {fmt(r.get('unfold_int_mm_tops'), '.1f')} "
             f"| {fmt(un and un / r['ours_ms'], '.2f')} | {fmt(r.get('int_mm_gemm_tops'), '.1f')} "
-            f"| {fmt(gm and gm / r['ours_ms'], '.2f')} |",
+            f"| {fmt(gm and gm / r['ours_ms'], '.2f')} | {r['host_us']:.0f} |",
             flush=True,
         )
         if args.json:
@@ -241,6 +266,8 @@ def main() -> None:
         print("\n| layer | " + " | ".join(f"{t} ms" for t in rows[0]["tiles"]) + " |")
         print("|---|" + "---|" * len(rows[0]["tiles"]))
         for r in rows:
+            if "tiles" not in r:
+                continue
             cells = " | ".join(f"{v:.4f}" for v in r["tiles"].values())
             print(f"| {r['case']} | {cells} |")
 

@@ -65,6 +65,8 @@ if has memcheck; then
   memcheck_k+=" or (test_fold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_average_pooling and float32 and (strip or rows))"
   memcheck_k+=" or (signedness_and_zero_points and auto) or (depthwise_zero_points and channel)"
+  memcheck_k+=" or (signedness_and_zero_points and mma_sync and channel)"
+  memcheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 48-3-3)"
   step memcheck 240 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi
@@ -72,6 +74,7 @@ if has racecheck; then
   racecheck_k="(test_padding and test_dtypes_and_modes and (float16 or int8) and rows)"
   racecheck_k+=" or (test_average_pooling and float32 and contiguous and (tiled or strip))"
   racecheck_k+=" or (signedness_and_zero_points and channel and auto) or (depthwise_geometry and 1-1)"
+  racecheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 64-1-3)"
   step racecheck 200 env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi

@@ -71,15 +71,16 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
 }
 
 // ------------------------------------------------------------------------------------------
-// Input prep: x (N, C, H, W) strided -> xn (N, H, W, G*Cgp); padded channels hold z_x.
+// Input prep: x (N, C, H, W) strided -> xn (N, Hp, Wp, G*Cgp), pixel (h, w) at (h + ph, w + pw);
+// padded channels hold z_x (conv_int_fill_border fills the pixels around the image).
 // Block: 64 pixels x 64 channel slots through shared memory; 16-byte stores.
 // VEC: each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte aligned, so phase 1
 // reads 16 consecutive pixels of one channel per thread instead of 16 single-byte gathers.
 template <bool VEC>
 __global__ void __launch_bounds__(256) conv_int_prep_x(
     const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
-    int Cgp, int slots, unsigned zx_byte, long long xs_n, long long xs_c, long long xs_h,
-    long long xs_w) {
+    int Cgp, int slots, int Hp, int Wp, int ph, int pw, unsigned zx_byte, long long xs_n,
+    long long xs_c, long long xs_h, long long xs_w) {
     constexpr int ROW = 65;  // odd row length: the column gathers below hit distinct banks
     __shared__ unsigned char tile[64 * ROW];
     const int HW = H * W;
@@ -155,8 +156,26 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
             word[j] = v;
         }
         uint4 vec = make_uint4(word[0], word[1], word[2], word[3]);
-        *reinterpret_cast<uint4*>(xn + (n * HW + pix) * static_cast<long long>(slots) + slot) = vec;
+        const int h = pix / W;
+        const long long at = (n * Hp + h + ph) * Wp + (pix - h * W) + pw;
+        *reinterpret_cast<uint4*>(xn + at * slots + slot) = vec;
     }
+}
+
+// The pixels of xn (N, Hp, Wp, slots) around the image (rows [ph, ph + H) x columns
+// [pw, pw + W)) all hold z_x, so every tap of the GEMM reads inside the buffer. Grid: x over
+// the CHUNK-byte (16) pieces of one padded row, y = padded row, z = image.
+template <int CHUNK>
+__global__ void conv_int_fill_border(unsigned char* __restrict__ xn, int H, int W, int Hp, int Wp,
+                                     int ph, int pw, int row_chunks, unsigned zx_pattern) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= row_chunks) return;
+    const int hq = blockIdx.y;
+    const int wq = i / (row_chunks / Wp);
+    if (hq >= ph && hq < ph + H && wq >= pw && wq < pw + W) return;
+    const long long at = (static_cast<long long>(blockIdx.z) * Hp + hq) * row_chunks + i;
+    static_assert(CHUNK == sizeof(uint4), "one 16-byte store per piece");
+    reinterpret_cast<uint4*>(xn)[at] = make_uint4(zx_pattern, zx_pattern, zx_pattern, zx_pattern);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -419,11 +438,13 @@ __global__ void __launch_bounds__(IgemmShape<BM, BN, STAGES>::THREADS)
     const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, int, \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, unsigned
 template __global__ void dml::conv_int_prep_x<true>(const unsigned char*, unsigned char*, int, int,
-                                               int, int, int, unsigned, long long, long long,
-                                               long long, long long);
+                                               int, int, int, int, int, int, int, unsigned,
+                                               long long, long long, long long, long long);
 template __global__ void dml::conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
-                                                int, int, int, unsigned, long long, long long,
-                                                long long, long long);
+                                                int, int, int, int, int, int, int, unsigned,
+                                                long long, long long, long long, long long);
+template __global__ void dml::conv_int_fill_border<16>(unsigned char*, int, int, int, int, int,
+                                                      int, int, unsigned);
 template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, long long,
                                                long long, long long, long long);

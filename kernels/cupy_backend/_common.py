@@ -178,11 +178,12 @@ def launch(
     grid: tuple[int, int, int],
     block: tuple[int, int, int] = (BLOCK, 1, 1),
     shared_mem: int = 0,
+    options: tuple[str, ...] = (),
 ) -> Launch:
-    """The `Launch` of ``dml::name<template_args...>`` from `kernels/cuda/<source>`."""
-    return Launch(
-        kernel(source, name, *template_args, shared_mem=shared_mem), grid, block, shared_mem
-    )
+    """The `Launch` of ``dml::name<template_args...>`` from `kernels/cuda/<source>`, compiled
+    with the extra NVRTC ``options`` (a target architecture, say)."""
+    compiled = kernel(source, name, *template_args, shared_mem=shared_mem, options=options)
+    return Launch(compiled, grid, block, shared_mem)
 
 
 class Plan(NamedTuple):

@@ -4,6 +4,7 @@ tile does not fit). Kernels: `kernels/cuda/convolution_integer.cu`."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,21 +13,12 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..geometry import Window
-from ._common import INT32_LIMIT, Launch, launch, sm_count
+from ._common import INT32_LIMIT, launch, sm_count
+from ._convolution_integer_gemm import gemm_kernel, tensor_core
 
 __all__ = ["Options", "TiledPlan", "convolution_integer", "convolution_integer_on"]
 
-_SOURCE = "convolution_integer.cu"  # tensor-core path and the layout transforms
 _DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
-_STAGES = 4
-# (BM output channels, BN pixels, CTAs that fit one SM, relative efficiency of the tile).
-_TILES: tuple[tuple[int, int, int, float], ...] = (
-    (128, 128, 2, 1.0),
-    (128, 64, 3, 0.85),
-    (64, 128, 3, 0.85),
-    (64, 64, 4, 0.7),
-    (32, 128, 4, 0.6),
-)
 # Below this many channels per group the 16-byte channel padding wastes more than the tensor
 # cores win; those (depthwise, ResNeXt-like narrow groups) take the CUDA-core path.
 _MIN_TC_CHANNELS = 8
@@ -46,6 +38,8 @@ class Options:
     # kernel where its tile fits (else the naive one); "naive": one thread per output.
     path: Literal["auto", "cuda_cores", "naive"] = "auto"
     tile: tuple[int, int] | None = None  # tensor-core tile (BM, BN); None: estimated per shape
+    # tensor-core GEMM: "auto" is wgmma on compute capability 9.0, mma.sync elsewhere
+    tensor_cores: Literal["auto", "wgmma", "mma_sync"] = "auto"
     outputs_per_thread: int = 4  # CUDA-core kernel (template V)
     images_per_cta: int | None = None  # CUDA-core kernel (NB); None: chosen from the CTA count
     ctas_per_sm: int = 8  # CTAs per SM to aim for when a CTA takes several images
@@ -82,6 +76,13 @@ class _Problem(NamedTuple):
         """Output channels per group."""
         return self.m // self.g
 
+    def w_zp_device(self) -> Any:
+        """The filter zero points on the current device, uploaded once per distinct array: a
+        copy from host memory per call would make the host wait for the GPU's queue."""
+        import cupy
+
+        return _device_int32(cupy.cuda.Device().id, self.w_zp.tobytes())
+
     def cuda_core_ints(self) -> tuple[int, ...]:
         """The scalar arguments both CUDA-core kernels take, in their order."""
         return (
@@ -108,19 +109,6 @@ class TiledPlan(NamedTuple):
     mchunks: int
     images: int
     prefetch: bool
-
-
-def _pick_tile(mg: int, pixels: int, groups: int, sms: int) -> tuple[int, int]:
-    """The tile with the least estimated time: waves of CTAs times tile work / efficiency."""
-    best: tuple[float, int, int] | None = None
-    for bm, bn, per_sm, eff in _TILES:
-        ctas = math.ceil(pixels / bn) * math.ceil(mg / bm) * groups
-        waves = math.ceil(ctas / (sms * per_sm))
-        cost = waves * bm * bn / eff
-        if best is None or cost < best[0]:
-            best = (cost, bm, bn)
-    assert best is not None
-    return best[1], best[2]
 
 
 def _tiled_plan(x: Any, q: _Problem, options: Options) -> TiledPlan | None:
@@ -227,7 +215,7 @@ def convolution_integer_on(
     group_count: int,
 ) -> tuple[Any, TiledPlan | str]:
     """`convolution_integer` with `options`; also says what ran: the CUDA-core kernel's plan,
-    or "tensor_cores", "naive" ("none" for an empty output)."""
+    or "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an empty output)."""
     import cupy
 
     window = Window(w.shape[2:], strides, dilations, start_padding, end_padding)
@@ -259,8 +247,7 @@ def convolution_integer_on(
         if not use_tc and options.path != "naive":
             plan = _tiled_plan(x, q, options)
         if use_tc:
-            _tensor_core(x, w, out, q, options.tile)
-            ran = "tensor_cores"
+            ran = tensor_core(x, w, out, q, gemm_kernel(options.tensor_cores), options.tile)
         elif plan is not None:
             _tiled(x, w, out, q, plan)
             ran = plan
@@ -279,12 +266,11 @@ def _i64(v: int) -> np.int64:
 
 
 def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
-    import cupy
 
     total = out.size
     blocks = min(math.ceil(total / 256), 1 << 20)
     kernel = launch(_DIRECT_SOURCE, "conv_int_direct", w.dtype, x.dtype, grid=(blocks, 1, 1))
-    zp_dev = cupy.asarray(q.w_zp)
+    zp_dev = q.w_zp_device()
     kernel(
         x,
         w,
@@ -298,7 +284,6 @@ def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
 
 
 def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
-    import cupy
 
     mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
     smem = 4 * (-(-cc * q.r * q.s * mb // 4) * 4 + cc * iht * iwt)
@@ -314,7 +299,7 @@ def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
         block=(threads, 1, 1),
         shared_mem=smem,
     )
-    zp_dev = cupy.asarray(q.w_zp)
+    zp_dev = q.w_zp_device()
     ints = (
         q.n,
         *q.cuda_core_ints(),
@@ -330,63 +315,18 @@ def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _device_int32(device: int, data: bytes) -> Any:
+    """A read-only device copy of int32 `data` (never written: the kernels only read it)."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with cupy.cuda.Device(device), stream:
+        array = cupy.asarray(np.frombuffer(data, np.int32))
+    stream.synchronize()  # complete before any other stream reads it
+    return array
+
+
 def _wrap32(v: int) -> int:
     """v as the int32 with the same bits modulo 2^32 (the kernels' sums wrap anyway)."""
     return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
-
-
-def _tensor_core(x: Any, w: Any, out: Any, q: _Problem, tile: tuple[int, int] | None) -> None:
-    import cupy
-
-    cgp = -(-q.cg // 16) * 16
-    slots = q.g * cgp
-    kp = q.r * q.s * cgp
-    zx_byte = q.zx & 0xFF
-
-    # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
-    wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
-    bias = cupy.empty((q.m,), dtype=cupy.int32)
-    zp_dev = cupy.asarray(q.w_zp)
-    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
-    sizes = (q.cg, q.s, cgp, kp, q.zx)
-    prep_w(w, zp_dev, wp, bias, *(_i32(v) for v in sizes), *map(_i64, w.strides))
-
-    # Input -> (N, H, W, G*Cgp), padded channels = z_x.
-    n, h, wd = q.n, q.h, q.wd
-    xn = cupy.empty((n, h, wd, slots), dtype=cupy.uint8)
-    # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
-    sn, sc, sh_, sw_ = x.strides
-    plane_contiguous = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
-    vec = plane_contiguous and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and x.data.ptr % 16 == 0
-    prep_x = launch(
-        _SOURCE, "conv_int_prep_x", vec, grid=(math.ceil(h * wd / 64), math.ceil(slots / 64), n)
-    )
-    prep_x(
-        x,
-        xn,
-        *(_i32(v) for v in (h, wd, q.cg, cgp, slots)),
-        np.uint32(zx_byte),
-        *map(_i64, x.strides),
-    )
-
-    pixels = n * q.oh * q.ow
-    zw_any = bool(np.any(q.w_zp != 0))
-    bm, bn = tile or _pick_tile(q.mg, pixels, q.g, sm_count())
-    gemm: Launch = launch(
-        _SOURCE,
-        "conv_int_igemm",
-        w.dtype,
-        x.dtype,
-        bm,
-        bn,
-        _STAGES,
-        zw_any,
-        grid=(math.ceil(pixels / bn), math.ceil(q.mg / bm), q.g),
-        block=(128, 1, 1),
-        shared_mem=_STAGES * (bm + bn) * 64,
-    )
-    ints = (
-        *(h, wd, q.oh, q.ow, q.r, q.s, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw),
-        *(q.m, q.mg, cgp, slots, kp, pixels, q.oh * q.ow),
-    )
-    gemm(wp, xn, zp_dev, bias, out, *(_i32(v) for v in ints), np.uint32(zx_byte * 0x01010101))

@@ -64,11 +64,21 @@ def _run(
     return cupy.asnumpy(got), reference.convolution_integer(x, w, *args)
 
 
-@pytest.fixture(params=["auto", "cuda_cores", "naive"])
+def _has_wgmma() -> bool:
+    import cupy
+
+    return str(cupy.cuda.Device().compute_capability) == "90"
+
+
+@pytest.fixture(params=["auto", "mma_sync", "cuda_cores", "naive"])
 def path(request: pytest.FixtureRequest) -> Any:
     """'cuda_cores' sends every shape down the shared-memory CUDA-core kernel (where its tile
-    fits), 'naive' down the one-thread-per-output kernel; 'auto' lets the tensor cores in."""
-    return launcher("convolution_integer").Options(path=request.param)
+    fits), 'naive' down the one-thread-per-output kernel; 'auto' lets the tensor cores in (the
+    wgmma GEMM on compute capability 9.0), 'mma_sync' too, through the mma.sync GEMM."""
+    options = launcher("convolution_integer").Options
+    if request.param == "mma_sync":
+        return options(tensor_cores="mma_sync")
+    return options(path=request.param)
 
 
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
@@ -182,18 +192,49 @@ def test_strided_inputs(view: Callable[[Any], Any], path: Any) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+def _gemm_tiles() -> list[tuple[str, tuple[int, int]]]:
+    gemm = __import__("dmlserve.kernels.cupy_backend._convolution_integer_gemm", fromlist=["_"])
+    return [("mma_sync", (t[0], t[1])) for t in gemm.MMA_SYNC_TILES] + [
+        ("wgmma", (t[0], t[1])) for t in gemm.WGMMA_TILES
+    ]
+
+
 @pytest.mark.parametrize(("n", "c", "hw", "m"), [(2, 64, 28, 256), (4, 160, 15, 96)])
-@pytest.mark.parametrize("tile", [(128, 128), (128, 64), (64, 128), (64, 64), (32, 128)])
-def test_every_tile(n: int, c: int, hw: int, m: int, tile: tuple[int, int]) -> None:
-    options = launcher("convolution_integer").Options(tile=tile)
-    rng = np.random.default_rng(n + c + tile[0])
+@pytest.mark.parametrize(("kernel", "tile"), _gemm_tiles())
+def test_every_tile(n: int, c: int, hw: int, m: int, kernel: str, tile: tuple[int, int]) -> None:
+    if kernel == "wgmma" and not _has_wgmma():
+        pytest.skip("the wgmma GEMM runs on compute capability 9.0 only")
+    options = launcher("convolution_integer").Options(tile=tile, tensor_cores=kernel)
+    rng = np.random.default_rng(n + c + tile[0] + tile[1])
     x = _rand(rng, (n, c, hw, hw), np.uint8)
     w = _rand(rng, (m, c, 3, 3), np.int8)
     for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
         ran: list[Any] = []
         got, want = _run(x, w, 128, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options, ran=ran)
         np.testing.assert_array_equal(got, want)
-        assert ran == ["tensor_cores"]
+        assert ran == [kernel]
+
+
+@pytest.mark.parametrize(("kernel", "tile"), _gemm_tiles())
+@pytest.mark.parametrize(("c", "groups", "k"), [(64, 1, 3), (64, 2, 1), (48, 3, 3)])
+def test_channels_last_input(c: int, groups: int, k: int, kernel: str, tile: Any) -> None:
+    """An input stored (N, H, W, C) with 16-multiple channels per group is read in place."""
+    if kernel == "wgmma" and not _has_wgmma():
+        pytest.skip("the wgmma GEMM runs on compute capability 9.0 only")
+    options = launcher("convolution_integer").Options(tile=tile, tensor_cores=kernel)
+    rng = np.random.default_rng(c + groups + k)
+    x = _rand(rng, (3, c, 9, 10), np.int8)
+    w = _rand(rng, (48, c // groups, k, k), np.uint8)
+    zw = rng.integers(0, 256, 48).astype(np.int32)
+    pad = (k // 2, k // 2)
+
+    def nhwc(a: Any) -> Any:
+        return a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
+
+    ran: list[Any] = []
+    got, want = _run(x, w, -7, zw, (1, 1), (1, 1), pad, pad, groups, nhwc, None, options, ran)
+    np.testing.assert_array_equal(got, want)
+    assert ran == [kernel]
 
 
 def _int64_wrapped(x: np.ndarray, w: np.ndarray, zx: int, zw: int) -> np.ndarray:

@@ -1,0 +1,351 @@
+// CONVOLUTION_INTEGER implicit GEMM on Hopper's warpgroup MMA (wgmma, PTX for sm_90a only).
+//
+// The same GEMM as conv_int_igemm in convolution_integer.cu (Out^T[m, p] = sum_k W[m, k] X'[p, k]
+// over the prepared filter and the (N, H, W, G*Cgp) input, zero points in the epilogue), with the
+// tensor-core work issued per warpgroup: each of the CTA's BM / 64 warpgroups owns 64 output
+// channels x BN pixels and reads both operands straight from shared memory, so no operand passes
+// through registers (mma.sync needs an ldmatrix per fragment). The shared rows are the mma.sync
+// kernel's: 64 bytes of K per row, 16-byte chunks XOR-swizzled by (row >> 1) & 3, which is
+// exactly the hardware's 64-byte swizzle; a K-major operand descriptor with 8-row groups 512
+// bytes apart reads them as they are.
+//
+// Pipeline: STAGES shared stages, loads issued STAGES - 2 tiles ahead with cp.async; a tile's
+// wgmma group may still run while the next one is issued (wait_group 1), so a stage is refilled
+// only once every warpgroup has passed the barrier after its second-to-last use.
+// Sum x'' per pixel (needed when some z_w is non-zero) is taken from shared memory by the thread
+// that loaded each chunk, with dp4a, while the tensor cores run.
+
+#include "convolution_integer_common.cuh"
+
+namespace dml {
+namespace wg {
+
+// K-major shared-memory matrix descriptor: start address, leading offset (unused with a
+// swizzle), 512 bytes between 8-row groups, 64-byte swizzle (mode 2).
+__device__ __forceinline__ unsigned long long desc(unsigned addr) {
+    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
+           (static_cast<unsigned long long>(512 >> 4) << 32) | (2ull << 62);
+}
+
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ordinary and cp.async writes to shared memory, made visible to the tensor cores' reads.
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// wgmma m64nNk32, its N / 2 accumulators d[0..N/2) as "+r" operands %0.., then the two
+// descriptors and the scale-d flag (1: accumulate).
+#define DML_WG_P0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define DML_WG_P16 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define DML_WG_P32 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define DML_WG_P48 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define DML_WG_P64 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define DML_WG_P80 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define DML_WG_P96 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+#define DML_WG_P112 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define DML_WG_P0_63 DML_WG_P0 ", " DML_WG_P16 ", " DML_WG_P32 ", " DML_WG_P48
+#define DML_WG_P64_127 DML_WG_P64 ", " DML_WG_P80 ", " DML_WG_P96 ", " DML_WG_P112
+#define DML_WG_R8(i)                                                                          \
+    "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
+        "+r"(d[i + 6]), "+r"(d[i + 7])
+#define DML_WG_R32(i) DML_WG_R8(i), DML_WG_R8(i + 8), DML_WG_R8(i + 16), DML_WG_R8(i + 24)
+#define DML_WG_R64(i) DML_WG_R32(i), DML_WG_R32(i + 32)
+#define DML_WG_R128(i) DML_WG_R64(i), DML_WG_R64(i + 64)
+#define DML_WG_ASM(SHAPE, ATYPE, BTYPE, REGS, DA, DB, SCALE, OPERANDS)                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                \
+                 "wgmma.mma_async.sync.aligned." SHAPE ".s32." ATYPE "." BTYPE " {" REGS "}, " DA   \
+                 ", " DB ", p;\n}\n"                                                              \
+                 : OPERANDS                                                                       \
+                 : "l"(da), "l"(db), "r"(1))
+#define DML_WG_N64(A, B) \
+    DML_WG_ASM("m64n64k32", A, B, DML_WG_P0 ", " DML_WG_P16, "%32", "%33", "%34", DML_WG_R32(0))
+#define DML_WG_N128(A, B) \
+    DML_WG_ASM("m64n128k32", A, B, DML_WG_P0_63, "%64", "%65", "%66", DML_WG_R64(0))
+#define DML_WG_N256(A, B)                                                                 \
+    DML_WG_ASM("m64n256k32", A, B, DML_WG_P0_63 ", " DML_WG_P64_127, "%128", "%129", "%130", \
+               DML_WG_R128(0))
+
+// d (64 x N, the accumulator fragment) += A (64 x 32 bytes) * B (N x 32 bytes)^T.
+template <int N, bool WS, bool XS>
+__device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsigned long long db) {
+#define DML_WG_PAIR(M)                        \
+    if constexpr (WS && XS) {                 \
+        M("s8", "s8");                        \
+    } else if constexpr (WS && !XS) {         \
+        M("s8", "u8");                        \
+    } else if constexpr (!WS && XS) {         \
+        M("u8", "s8");                        \
+    } else {                                  \
+        M("u8", "u8");                        \
+    }
+    if constexpr (N == 64) {
+        DML_WG_PAIR(DML_WG_N64)
+    } else if constexpr (N == 128) {
+        DML_WG_PAIR(DML_WG_N128)
+    } else {
+        static_assert(N == 256, "wgmma N");
+        DML_WG_PAIR(DML_WG_N256)
+    }
+#undef DML_WG_PAIR
+}
+#undef DML_WG_N64
+#undef DML_WG_N128
+#undef DML_WG_N256
+#undef DML_WG_ASM
+#undef DML_WG_R128
+#undef DML_WG_R64
+#undef DML_WG_R32
+#undef DML_WG_R8
+#undef DML_WG_P64_127
+#undef DML_WG_P0_63
+
+__device__ __forceinline__ int swz(int row, int chunk) {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
+
+}  // namespace wg
+
+template <typename WT, typename XT, int BM, int BN, int STAGES, bool ZW>
+__global__ void __launch_bounds__(BM * 2)
+    conv_int_wgmma(const unsigned char* __restrict__ wp, const unsigned char* __restrict__ xn,
+                   const int* __restrict__ w_zp, const int* __restrict__ bias,
+                   int* __restrict__ out, int Hp, int Wp, int OW, int S, int stride_h,
+                   int stride_w, int dil_h, int dil_w, int M, int Mg, int Cgp, int slots, int Kp,
+                   int NP, int P) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();  // built for another target; the launcher sends work here on sm_90 only
+#elif defined(__CUDA_ARCH__)
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    constexpr int THREADS = BM * 2;  // one warpgroup per 64 output channels
+    constexpr int ROWS_PER_PASS = THREADS / 4;
+    constexpr int A_ITERS = BM / ROWS_PER_PASS;
+    constexpr int B_ITERS = BN / ROWS_PER_PASS;
+    constexpr int STAGE_BYTES = (BM + BN) * 64;
+    static_assert(BM == 64 || BM == 128, "BM");
+    static_assert(B_ITERS >= 1 && STAGES >= 3, "tile");
+    extern __shared__ unsigned char smem_raw[];
+    // The swizzle repeats every 512 bytes; the stages start on a 1024-byte boundary.
+    const unsigned raw = conv::smem_addr(smem_raw);
+    const unsigned smem_base = (raw + 1023u) & ~1023u;
+    // after the stages (or the staging tile, when larger): per-pixel sums and output offsets
+    constexpr int STAGED = BM * (BN + 4) * 4;
+    constexpr int BODY = STAGES * STAGE_BYTES > STAGED ? STAGES * STAGE_BYTES : STAGED;
+    int* xs_sum = reinterpret_cast<int*>(smem_raw + (smem_base - raw) + BODY);
+    long long* col_off = reinterpret_cast<long long*>(xs_sum + BN);
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int wgi = tid >> 7;  // warpgroup: output channels 64 wgi ..
+    const int g = blockIdx.z;
+    const int m0 = blockIdx.y * BM;
+    const int q0 = blockIdx.x * BN;
+
+    const int chunk = tid & 3;
+    const int row0 = tid >> 2;
+    const unsigned char* a_src[A_ITERS];
+    bool a_ok[A_ITERS];
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+        const int mr = m0 + row0 + i * ROWS_PER_PASS;
+        a_ok[i] = mr < Mg;
+        a_src[i] = wp + static_cast<long long>(g * Mg + (a_ok[i] ? mr : 0)) * Kp;
+    }
+    // xn is the input with every tap's pixel inside it (padded with z_x): a chunk's address is
+    // its pixel row's start plus one offset per K tile, the same for all of this thread's rows.
+    const unsigned char* b_src[B_ITERS];
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) {
+        const int q = q0 + row0 + i * ROWS_PER_PASS;
+        long long at = 0;  // a pixel past the end reads pixel 0: loaded, never stored
+        if (q < NP) {
+            const int n = q / P;
+            const int pp = q - n * P;
+            const int oh = pp / OW;
+            const int ow = pp - oh * OW;
+            at = (static_cast<long long>(n) * Hp + oh * stride_h) * Wp + ow * stride_w;
+        }
+        b_src[i] = xn + at * slots + static_cast<long long>(g) * Cgp;
+    }
+    // (r, s, c) of this thread's chunk in the current K tile; advanced tile by tile.
+    int kc = chunk * 16;
+    int kr, ks;
+    {
+        const int rs = kc / Cgp;
+        kc -= rs * Cgp;
+        kr = rs / S;
+        ks = rs - kr * S;
+    }
+    int k_next = chunk * 16;
+    const long long tap_row = static_cast<long long>(dil_h) * Wp * slots;
+    const long long tap_col = static_cast<long long>(dil_w) * slots;
+
+    auto load_tile = [&](int stage) {
+        const unsigned a_base = smem_base + stage * STAGE_BYTES;
+        const unsigned b_base = a_base + BM * 64;
+        // Beyond K' both operands are zero-filled: neither in the GEMM nor in sum x''.
+        const int bytes = k_next < Kp ? 16 : 0;
+#pragma unroll
+        for (int i = 0; i < A_ITERS; ++i) {
+            conv::cp_async16(a_base + wg::swz(row0 + i * ROWS_PER_PASS, chunk),
+                             a_ok[i] ? a_src[i] + k_next : wp, a_ok[i] ? bytes : 0);
+        }
+        const long long off = bytes ? kr * tap_row + ks * tap_col + kc : 0;
+#pragma unroll
+        for (int i = 0; i < B_ITERS; ++i) {
+            conv::cp_async16(b_base + wg::swz(row0 + i * ROWS_PER_PASS, chunk), b_src[i] + off,
+                             bytes);
+        }
+        k_next += 64;
+        kc += 64;
+        while (kc >= Cgp) {
+            kc -= Cgp;
+            if (++ks == S) {
+                ks = 0;
+                ++kr;
+            }
+        }
+    };
+
+    int acc[BN / 2];
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) acc[e] = 0;
+    int xsum[B_ITERS];
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) xsum[i] = 0;
+
+    const int KT = (Kp + 63) / 64;
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; ++s) {
+        if (s < KT) load_tile(s);
+        conv::cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; ++kt) {
+        conv::cp_async_wait<STAGES - 3>();
+        wg::fence_proxy_async();
+        __syncthreads();
+        // The stage refilled now was last read by the wgmma group of tile kt - 2, which every
+        // warpgroup waited for (wait_group 1 in iteration kt - 1) before the barrier above.
+        if (kt + STAGES - 2 < KT) load_tile((kt + STAGES - 2) % STAGES);
+        conv::cp_async_commit();
+
+        const unsigned a_base = smem_base + (kt % STAGES) * STAGE_BYTES;
+        const unsigned b_base = a_base + BM * 64;
+        const unsigned a_wg = a_base + wgi * 64 * 64;
+        wg::fence();
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            wg::mma<BN, WS, XS>(acc, wg::desc(a_wg + 32 * kk), wg::desc(b_base + 32 * kk));
+        }
+        wg::commit();
+        if constexpr (ZW) {
+#pragma unroll
+            for (int i = 0; i < B_ITERS; ++i) {
+                uint4 v;
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                             : "r"(b_base + wg::swz(row0 + i * ROWS_PER_PASS, chunk)));
+                xsum[i] = conv::byte_sum<XS>(v.x, xsum[i]);
+                xsum[i] = conv::byte_sum<XS>(v.y, xsum[i]);
+                xsum[i] = conv::byte_sum<XS>(v.z, xsum[i]);
+                xsum[i] = conv::byte_sum<XS>(v.w, xsum[i]);
+            }
+        }
+        wg::wait<1>();
+    }
+    wg::wait<0>();
+    conv::cp_async_wait<0>();
+    __syncthreads();  // every warpgroup is done with the stages: they become the staging tile
+
+    // ---- epilogue: out = acc - z_w[m] * sum x''[p] + bias[m], NCHW ---------------------------
+    // The accumulators go through shared memory so that each output row (one channel, BN
+    // consecutive pixels) leaves in 16-byte stores, coalesced across the warp.
+    constexpr int LD = BN + 4;  // row pitch in ints: 16 bytes of padding against bank conflicts
+    int* tile = reinterpret_cast<int*>(smem_raw + (smem_base - raw));
+    // wgmma accumulator layout: warp w of the warpgroup holds rows 16 w .. 16 w + 15; per n8
+    // block j, lane l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4) + {0, 1}.
+    {
+        const int wrow = wgi * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
+        const int col = 2 * (lane & 3);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int2 v = make_int2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                *reinterpret_cast<int2*>(tile + (wrow + 8 * h) * LD + 8 * j + col) = v;
+            }
+    }
+    if constexpr (ZW) {  // per-pixel sums: the four chunk threads of a row add up
+#pragma unroll
+        for (int i = 0; i < B_ITERS; ++i) {
+            int v = xsum[i];
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (chunk == 0) xs_sum[row0 + i * ROWS_PER_PASS] = v;
+        }
+    }
+    for (int c = tid; c < BN; c += THREADS) {
+        const int q = q0 + c;
+        long long off = -1;
+        if (q < NP) {
+            const int n = q / P;
+            off = static_cast<long long>(n) * M * P + (q - n * P);
+        }
+        col_off[c] = off;
+    }
+    __syncthreads();
+    constexpr int VPR = BN / 4;  // 16-byte pieces per row
+    for (int v = tid; v < BM * VPR; v += THREADS) {
+        const int row = v / VPR;
+        const int c0 = (v - row * VPR) * 4;
+        const int mr = m0 + row;
+        if (mr >= Mg) break;  // rows only grow with v
+        const int m = g * Mg + mr;
+        const unsigned bm = static_cast<unsigned>(bias[m]);
+        const int4 a = *reinterpret_cast<const int4*>(tile + row * LD + c0);
+        unsigned r[4] = {static_cast<unsigned>(a.x) + bm, static_cast<unsigned>(a.y) + bm,
+                         static_cast<unsigned>(a.z) + bm, static_cast<unsigned>(a.w) + bm};
+        if constexpr (ZW) {
+            const unsigned zw = static_cast<unsigned>(w_zp[m]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) r[e] -= zw * static_cast<unsigned>(xs_sum[c0 + e]);
+        }
+        int* orow = out + static_cast<long long>(m) * P;
+        const long long off = col_off[c0];
+        const bool whole = off >= 0 && col_off[c0 + 3] == off + 3;
+        if (whole && ((static_cast<long long>(m) * P + off) & 3) == 0) {
+            *reinterpret_cast<int4*>(orow + off) =
+                make_int4(static_cast<int>(r[0]), static_cast<int>(r[1]), static_cast<int>(r[2]),
+                          static_cast<int>(r[3]));
+        } else {  // an image boundary, the last pixels or an unaligned row: one by one
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const long long o = col_off[c0 + e];
+                if (o >= 0) orow[o] = static_cast<int>(r[e]);
+            }
+        }
+    }
+#endif
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+// One per accumulator width and signedness pair (the kernel's signature, types only).
+#define DML_WG_INST(WT, XT, BM, BN, ST, ZW)                                                       \
+    template __global__ void dml::conv_int_wgmma<WT, XT, BM, BN, ST, ZW>(                        \
+        const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, \
+        int, int, int, int, int, int, int, int, int, int, int, int)
+DML_WG_INST(signed char, unsigned char, 128, 128, 6, false);
+DML_WG_INST(unsigned char, signed char, 128, 256, 4, true);
+DML_WG_INST(signed char, signed char, 64, 64, 8, true);
+DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
+#undef DML_WG_INST
+#endif

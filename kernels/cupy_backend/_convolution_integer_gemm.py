@@ -1,0 +1,195 @@
+"""The tensor-core path of CONVOLUTION_INTEGER: filter and input preparation, then an implicit
+GEMM on Hopper's warpgroup MMA (`convolution_integer_sm90a.cu`, compute capability 9.0 exactly)
+or on `mma.sync` (`convolution_integer.cu`, every other GPU and any forced choice)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from ._common import launch, sm_count
+
+if TYPE_CHECKING:
+    from .convolution_integer import _Problem
+
+__all__ = ["MMA_SYNC_TILES", "WGMMA_TILES", "Kernel", "gemm_kernel", "tensor_core"]
+
+Kernel = Literal["wgmma", "mma_sync"]
+
+_SOURCE = "convolution_integer.cu"  # mma.sync GEMM and the layout transforms
+_SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
+_SM90A_OPTIONS = ("-arch=sm_90a",)
+_GRID_YZ = 65535  # the largest grid y or z
+# (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
+MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
+    (128, 128, 4, 2, 1.0),
+    (128, 64, 4, 3, 0.85),
+    (64, 128, 4, 3, 0.85),
+    (64, 64, 4, 4, 0.7),
+    (32, 128, 4, 4, 0.6),
+)
+WGMMA_TILES: tuple[tuple[int, int, int, int, float], ...] = (
+    (128, 256, 4, 1, 1.0),
+    (128, 128, 6, 2, 0.95),
+    (128, 64, 8, 2, 0.8),
+    (64, 128, 6, 3, 0.8),
+    (64, 64, 8, 3, 0.65),
+)
+
+
+@functools.cache
+def _has_sm90a(device: int) -> bool:
+    import cupy
+
+    return str(cupy.cuda.Device(device).compute_capability) == "90"
+
+
+def gemm_kernel(choice: Literal["auto", "wgmma", "mma_sync"]) -> Kernel:
+    """The GEMM kernel a call runs: wgmma where the current device is sm_90 (its sm_90a
+    features exist there only), else mma.sync; a forced "wgmma" elsewhere is an error."""
+    import cupy
+
+    sm90a = _has_sm90a(cupy.cuda.Device().id)
+    if choice == "wgmma" and not sm90a:
+        raise RuntimeError("the wgmma kernel needs a GPU of compute capability 9.0")
+    if choice == "auto":
+        return "wgmma" if sm90a else "mma_sync"
+    return choice
+
+
+def _pick_tile(
+    tiles: tuple[tuple[int, int, int, int, float], ...], mg: int, pixels: int, groups: int
+) -> tuple[int, int, int]:
+    """The tile with the least estimated time: waves of CTAs times tile work / efficiency."""
+    sms = sm_count()
+    best: tuple[float, int, int, int] | None = None
+    for bm, bn, stages, per_sm, eff in tiles:
+        ctas = math.ceil(pixels / bn) * math.ceil(mg / bm) * groups
+        waves = math.ceil(ctas / (sms * per_sm))
+        cost = waves * bm * bn / eff
+        if best is None or cost < best[0]:
+            best = (cost, bm, bn, stages)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def _nhwc_channels(x: Any, cg: int) -> bool:
+    """The input already lies as the GEMM reads it, (N, H, W, C) with C = G * Cg packed, each
+    group's channels a multiple of 16 and 16-byte aligned: no transform pass."""
+    n, c, h, wd = (int(v) for v in x.shape)
+    sn, sc, sh, sw = (int(v) for v in x.strides)
+    return (
+        cg % 16 == 0
+        and sc == 1
+        and (wd == 1 or sw == c)
+        and (h == 1 or sh == wd * c)
+        and (n == 1 or sn == h * wd * c)
+        and x.data.ptr % 16 == 0
+    )
+
+
+def tensor_core(
+    x: Any,
+    w: Any,
+    out: Any,
+    q: _Problem,
+    kernel: Kernel,
+    tile: tuple[int, int] | None,
+) -> Kernel:
+    """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
+    the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input taller than
+    a grid dimension takes mma.sync)."""
+    import cupy
+
+    cgp = -(-q.cg // 16) * 16
+    slots = q.g * cgp
+    kp = q.r * q.s * cgp
+    zx_byte = q.zx & 0xFF
+
+    # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
+    wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
+    bias = cupy.empty((q.m,), dtype=cupy.int32)
+    zp_dev = q.w_zp_device()
+    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
+    sizes = (q.cg, q.s, cgp, kp, q.zx)
+    prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
+
+    n, h, wd = q.n, q.h, q.wd
+    # The wgmma GEMM reads an input padded with z_x wide enough for every tap (no bounds
+    # checks in its loads); the mma.sync one checks each tap and takes the image as it is.
+    ph, pw, hpad, wpad = 0, 0, h, wd
+    if kernel == "wgmma":
+        ph, pw = q.ph, q.pw
+        hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
+        wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
+        if hpad > _GRID_YZ:
+            return tensor_core(x, w, out, q, "mma_sync", None)
+    if (hpad, wpad) == (h, wd) and _nhwc_channels(x, q.cg):
+        xn = x
+    else:  # -> (N, Hp, Wp, G*Cgp), padded channels = z_x
+        xn = cupy.empty((n, hpad, wpad, slots), dtype=cupy.uint8)
+        # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
+        sn, sc, sh_, sw_ = x.strides
+        plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
+        vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and x.data.ptr % 16 == 0
+        prep_x = launch(
+            _SOURCE,
+            "conv_int_prep_x",
+            vec,
+            grid=(math.ceil(h * wd / 64), math.ceil(slots / 64), n),
+        )
+        prep_x(
+            x,
+            xn,
+            *(np.int32(v) for v in (h, wd, q.cg, cgp, slots, hpad, wpad, ph, pw)),
+            np.uint32(zx_byte),
+            *map(np.int64, x.strides),
+        )
+        if (hpad, wpad) != (h, wd):
+            row_chunks = wpad * slots // 16
+            fill = launch(
+                _SOURCE, "conv_int_fill_border", 16, grid=(-(-row_chunks // 256), hpad, n)
+            )
+            border = (h, wd, hpad, wpad, ph, pw, row_chunks)
+            fill(xn, *(np.int32(v) for v in border), np.uint32(zx_byte * 0x01010101))
+
+    pixels = n * q.oh * q.ow
+    zw_any = bool(np.any(q.w_zp != 0))
+    tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
+    if tile is None:
+        bm, bn, stages = _pick_tile(tiles, q.mg, pixels, q.g)
+    else:
+        bm, bn = tile
+        stages = next(t[2] for t in tiles if t[:2] == tile)
+    grid = (math.ceil(pixels / bn), math.ceil(q.mg / bm), q.g)
+    tail = (q.m, q.mg, cgp, slots, kp, pixels, q.oh * q.ow)
+    template = (w.dtype, x.dtype, bm, bn, stages, zw_any)
+    if kernel == "wgmma":
+        # + 1024: the stages are aligned to 1024 bytes; + BN * 12: pixel sums and offsets
+        body = max(stages * (bm + bn) * 64, bm * (bn + 4) * 4)  # stages, or the staging tile
+        smem = body + 1024 + bn * 12
+        gemm = launch(
+            _SM90A_SOURCE,
+            "conv_int_wgmma",
+            *template,
+            grid=grid,
+            block=(2 * bm, 1, 1),
+            shared_mem=smem,
+            options=_SM90A_OPTIONS,
+        )
+    else:
+        smem = stages * (bm + bn) * 64
+        gemm = launch(
+            _SOURCE, "conv_int_igemm", *template, grid=grid, block=(128, 1, 1), shared_mem=smem
+        )
+    if kernel == "wgmma":
+        ints: tuple[int, ...] = (hpad, wpad, q.ow, q.s, q.sh, q.sw, q.dh, q.dw)
+        gemm(wp, xn, zp_dev, bias, out, *(np.int32(v) for v in (*ints, *tail)))
+    else:
+        ints = (h, wd, q.oh, q.ow, q.r, q.s, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw)
+        zx_pattern = np.uint32(zx_byte * 0x01010101)
+        gemm(wp, xn, zp_dev, bias, out, *(np.int32(v) for v in (*ints, *tail)), zx_pattern)
+    return kernel
