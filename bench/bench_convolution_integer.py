@@ -140,7 +140,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
         def variant(options: Any) -> Callable[[int], Any]:
-            return lambda i: mod.convolution_integer_on(options, xs[i % 3], w, 128, zw, *geo, g)
+            return lambda i: mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, options)
 
         row["ours_no_prefetch_ms"] = time_ms(variant(mod.Options(prefetch=False)), inner, reps, 3)
         row["tiled_variants_ms"] = {}
@@ -180,7 +180,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
                 options = mod.Options(tile=(bm, bn), tensor_cores=kernel)
 
                 def tiled(i: int, o: Any = options) -> Any:
-                    return mod.convolution_integer_on(o, xs[i % 3], w, 128, zw, *geo, g)
+                    return mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, o)
 
                 key = f"{kernel} {bm}x{bn}"
                 row["tiles"][key] = time_ms(tiled, inner, max(3, reps // 3), 2)

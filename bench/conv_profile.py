@@ -35,7 +35,7 @@ def main() -> None:
     options = conv.Options(tile=tile, tensor_cores=kernel)
     for _ in range(4):
         geometry = ((1, 1), (1, 1), pad, pad, 1)
-        conv.convolution_integer_on(options, x, w, 128, np.zeros(m, np.int32), *geometry)
+        conv.convolution_integer(x, w, 128, np.zeros(m, np.int32), *geometry, options)
     cupy.cuda.Device().synchronize()
 
 

@@ -16,7 +16,7 @@ from ..geometry import Window
 from ._common import INT32_LIMIT, launch, sm_count
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
 
-__all__ = ["Options", "TiledPlan", "convolution_integer", "convolution_integer_on"]
+__all__ = ["Options", "TiledPlan", "convolution_integer"]
 
 _DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
 # Below this many channels per group the 16-byte channel padding wastes more than the tensor
@@ -44,6 +44,9 @@ class Options:
     images_per_cta: int | None = None  # CUDA-core kernel (NB); None: chosen from the CTA count
     ctas_per_sm: int = 8  # CTAs per SM to aim for when a CTA takes several images
     prefetch: bool = True  # one-chunk CUDA-core tiles load the next image during the arithmetic
+
+
+_DEFAULT_OPTIONS = Options()
 
 
 class _Problem(NamedTuple):
@@ -180,42 +183,17 @@ def convolution_integer(
     start_padding: Sequence[int],
     end_padding: Sequence[int],
     group_count: int,
+    options: Options = _DEFAULT_OPTIONS,
+    ran: list[TiledPlan | str] | None = None,
 ) -> Any:
     """Integer cross-correlation ``(N, C, *S), (M, C/G, *K) -> (N, M, *O)`` int32 (wraps).
 
     Parameters are already validated (one entry per spatial dim, 1 or 2 dims); ``x``, ``w`` may
     be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
-    Launches on the current CuPy stream and returns a new C-contiguous array.
+    Launches on the current CuPy stream and returns a new C-contiguous array. `options` picks
+    the kernels; `ran`, when given, gets what ran appended: the CUDA-core kernel's plan, or
+    "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an empty output).
     """
-    out, _ = convolution_integer_on(
-        Options(),
-        x,
-        w,
-        x_zero_point,
-        w_zero_point,
-        strides,
-        dilations,
-        start_padding,
-        end_padding,
-        group_count,
-    )
-    return out
-
-
-def convolution_integer_on(
-    options: Options,
-    x: Any,
-    w: Any,
-    x_zero_point: int,
-    w_zero_point: np.ndarray,
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    start_padding: Sequence[int],
-    end_padding: Sequence[int],
-    group_count: int,
-) -> tuple[Any, TiledPlan | str]:
-    """`convolution_integer` with `options`; also says what ran: the CUDA-core kernel's plan,
-    or "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an empty output)."""
     import cupy
 
     window = Window(w.shape[2:], strides, dilations, start_padding, end_padding)
@@ -227,7 +205,7 @@ def convolution_integer_on(
     m, cg, r, s = (int(v) for v in w.shape)
     oh, ow = window.blocks((h, wd))
     out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
-    ran: TiledPlan | str = "none"
+    what: TiledPlan | str = "none"
     if out.size:
         w_zp = np.ascontiguousarray(np.broadcast_to(np.asarray(w_zero_point, np.int32), (m,)))
         (sh, sw), (dh, dw), (ph, pw) = window.strides, window.dilations, window.start_padding
@@ -247,14 +225,16 @@ def convolution_integer_on(
         if not use_tc and options.path != "naive":
             plan = _tiled_plan(x, q, options)
         if use_tc:
-            ran = tensor_core(x, w, out, q, gemm_kernel(options.tensor_cores), options.tile)
+            what = tensor_core(x, w, out, q, gemm_kernel(options.tensor_cores), options.tile)
         elif plan is not None:
             _tiled(x, w, out, q, plan)
-            ran = plan
+            what = plan
         else:
             _direct(x, w, out, q)
-            ran = "naive"
-    return (out.reshape(n, m, ow) if one_d else out), ran
+            what = "naive"
+    if ran is not None:
+        ran.append(what)
+    return out.reshape(n, m, ow) if one_d else out
 
 
 def _i32(v: int) -> np.int32:
