@@ -182,8 +182,26 @@ def launch(
 ) -> Launch:
     """The `Launch` of ``dml::name<template_args...>`` from `kernels/cuda/<source>`, compiled
     with the extra NVRTC ``options`` (a target architecture, say)."""
-    compiled = kernel(source, name, *template_args, shared_mem=shared_mem, options=options)
+    import cupy
+
+    device = cupy.cuda.Device().id
+    compiled = _compiled(device, source, name, template_args, shared_mem, options)
     return Launch(compiled, grid, block, shared_mem)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(
+    device: int,
+    source: str,
+    name: str,
+    template_args: tuple[object, ...],
+    shared_mem: int,
+    options: tuple[str, ...],
+) -> Any:
+    """`kernel`, memoized on its arguments as given (spelling the C++ name and taking the
+    loader's lock cost more host time per call than a launch itself); per device, because a
+    raised shared-memory limit is a per-device attribute."""
+    return kernel(source, name, *template_args, shared_mem=shared_mem, options=options)
 
 
 class Plan(NamedTuple):
