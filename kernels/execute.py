@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ._array import cuda_available, is_cupy_array, to_host
 from .descriptors import OperatorBase, TensorDesc
 from .errors import BackendUnavailableError, DescriptorError, LimitExceededError
-from .operators import parse_operator, spec_of
+from .operators import Constants, parse_operator, spec_of
 from .resolve import resolve
 
 BackendName = Literal["auto", "numpy", "cupy"]
@@ -80,17 +80,23 @@ def execute(
     return {"OutputTensor": run(resolved, arrays, chosen)}
 
 
-def run(op: OperatorBase, arrays: Mapping[str, Any], backend: str | object = "numpy") -> Any:
+def run(
+    op: OperatorBase,
+    arrays: Mapping[str, Any],
+    backend: str | object = "numpy",
+    constants: Constants | None = None,
+) -> Any:
     """Run a resolved descriptor on `arrays` (no further validation: `op` must come from
     `resolve` against these arrays).
 
     `backend` names a backend ("numpy", "cupy"), whose function the operator's spec gives;
     or it holds one function per operator, named as the spec's `name`: a backend package
-    (`backend_module`) or a backend bound to its own limits.
+    (`backend_module`) or a backend bound to its own limits. `constants`: those of the
+    registered operator the call runs (what the backend derived from them is reused).
     """
     spec = spec_of(op)
     if isinstance(backend, str):
-        return spec.run(op, arrays, backend)
+        return spec.run(op, arrays, backend, constants)
     return getattr(backend, spec.name)(*spec.arguments(op, arrays))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Hashable, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -76,6 +77,35 @@ def _pick_tile(
     return best[1], best[2], best[3]
 
 
+def _prepared_filter(
+    w: Any, q: _Problem, cgp: int, kp: int, cache: MutableMapping[Hashable, Any] | None
+) -> tuple[Any, Any, Any]:
+    """The filter as the GEMM reads it, (M, R*S*Cgp), the per-channel constant of the
+    zero-point expansion (K' z_x z_w - z_x sum w, which also depends on the input's zero
+    point) and the filter zero points on the device. With a `cache` (the filter is a
+    constant), made once and kept: one entry, replaced when the input zero point changes."""
+    import cupy
+
+    key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(), kp)
+    if cache is not None:
+        hit = cache.get("filter")
+        if hit is not None and hit[0] == key:
+            prepared: tuple[Any, Any, Any] = hit[1]
+            return prepared
+    # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
+    wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
+    bias = cupy.empty((q.m,), dtype=cupy.int32)
+    zp_dev = q.w_zp_device()
+    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
+    sizes = (q.cg, q.s, cgp, kp, q.zx)
+    prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
+    if cache is not None:
+        # Other calls read it from other streams: complete before it is shared.
+        cupy.cuda.get_current_stream().synchronize()
+        cache["filter"] = (key, (wp, bias, zp_dev))
+    return wp, bias, zp_dev
+
+
 def _nhwc_channels(x: Any, cg: int) -> bool:
     """The input already lies as the GEMM reads it, (N, H, W, C) with C = G * Cg packed, each
     group's channels a multiple of 16 and 16-byte aligned: no transform pass."""
@@ -98,10 +128,12 @@ def tensor_core(
     q: _Problem,
     kernel: Kernel,
     tile: tuple[int, int] | None,
+    filter_cache: MutableMapping[Hashable, Any] | None = None,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
     the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input taller than
-    a grid dimension takes mma.sync)."""
+    a grid dimension takes mma.sync). `filter_cache`: where a filter that stays the same from
+    call to call (a registered operator's constant) keeps its prepared form."""
     import cupy
 
     cgp = -(-q.cg // 16) * 16
@@ -109,13 +141,7 @@ def tensor_core(
     kp = q.r * q.s * cgp
     zx_byte = q.zx & 0xFF
 
-    # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
-    wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
-    bias = cupy.empty((q.m,), dtype=cupy.int32)
-    zp_dev = q.w_zp_device()
-    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
-    sizes = (q.cg, q.s, cgp, kp, q.zx)
-    prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
+    wp, bias, zp_dev = _prepared_filter(w, q, cgp, kp, filter_cache)
 
     n, h, wd = q.n, q.h, q.wd
     # The wgmma GEMM reads an input padded with z_x wide enough for every tap (no bounds

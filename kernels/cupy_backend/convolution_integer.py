@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -185,6 +185,7 @@ def convolution_integer(
     group_count: int,
     options: Options = _DEFAULT_OPTIONS,
     ran: list[TiledPlan | str] | None = None,
+    filter_cache: MutableMapping[Hashable, Any] | None = None,
 ) -> Any:
     """Integer cross-correlation ``(N, C, *S), (M, C/G, *K) -> (N, M, *O)`` int32 (wraps).
 
@@ -193,6 +194,8 @@ def convolution_integer(
     Launches on the current CuPy stream and returns a new C-contiguous array. `options` picks
     the kernels; `ran`, when given, gets what ran appended: the CUDA-core kernel's plan, or
     "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an empty output).
+    `filter_cache`, given only where `w` and its zero points are the same on every call (a
+    registered operator's constants), keeps the filter's prepared form from call to call.
     """
     import cupy
 
@@ -225,7 +228,8 @@ def convolution_integer(
         if not use_tc and options.path != "naive":
             plan = _tiled_plan(x, q, options)
         if use_tc:
-            what = tensor_core(x, w, out, q, gemm_kernel(options.tensor_cores), options.tile)
+            kernel = gemm_kernel(options.tensor_cores)
+            what = tensor_core(x, w, out, q, kernel, options.tile, filter_cache)
         elif plan is not None:
             _tiled(x, w, out, q, plan)
             what = plan

@@ -21,7 +21,7 @@ from ..descriptors import OPERATOR_PREFIX, Errors, OperatorBase, validation_erro
 from ..errors import DescriptorError
 from . import average_pooling, convolution_integer, fold, padding, unfold
 from ._sdk import ArrayLike, Dims
-from ._spec import BackendFunction, Example, OperatorSpec
+from ._spec import BackendFunction, Constants, Example, OperatorSpec
 
 __all__ = [
     "ArrayLike",
@@ -29,6 +29,7 @@ __all__ = [
     "OPERATORS",
     "OPERATOR_TYPES",
     "BackendFunction",
+    "Constants",
     "Example",
     "Operator",
     "OperatorSpec",

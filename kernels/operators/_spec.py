@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..descriptors import OperatorBase, TensorDesc, Windowed
 from ..errors import BackendUnavailableError
 from ..geometry import Window
 
-__all__ = ["BackendFunction", "Example", "OperatorSpec", "window_of"]
+__all__ = ["BackendFunction", "Constants", "Example", "OperatorSpec", "window_of"]
 
 OpT = TypeVar("OpT", bound=OperatorBase)
 P = ParamSpec("P")
@@ -40,6 +40,16 @@ class Example:
     def zeros(self) -> dict[str, npt.NDArray[Any]]:
         """The inputs as arrays of zeros."""
         return {name: np.zeros(d.sizes, d.numpy_dtype) for name, d in self.inputs.items()}
+
+
+@dataclass(eq=False)
+class Constants:
+    """The inputs of a registered operator that are the same on every call (bound at
+    registration), and what the backends derive from them once: the registration keeps both
+    for as long as it lives, so nothing here outlives the arrays it was made from."""
+
+    names: frozenset[str]
+    cache: dict[Hashable, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +78,13 @@ class OperatorSpec(Generic[OpT, P]):
     #: the order of the additions, which differs between backends (integer sums wrap, so any
     #: order gives the same bits); False for data movement
     sums: bool = False
+    #: `arguments` for a registered operator's call, given its `Constants`: may reuse what an
+    #: earlier call derived from them, and pass a backend keyword arguments for that (None: the
+    #: constants change nothing)
+    constant_arguments: (
+        Callable[[OpT, Mapping[str, Any], str, Constants], tuple[tuple[Any, ...], dict[str, Any]]]
+        | None
+    ) = None
 
     @property
     def type(self) -> str:
@@ -83,8 +100,18 @@ class OperatorSpec(Generic[OpT, P]):
             return self.reference
         raise BackendUnavailableError(f"{self.type} has no implementation on backend {backend!r}")
 
-    def run(self, op: OpT, arrays: Mapping[str, Any], backend: str = "numpy") -> Any:
-        """Run a resolved descriptor on `arrays` (no further validation)."""
+    def run(
+        self,
+        op: OpT,
+        arrays: Mapping[str, Any],
+        backend: str = "numpy",
+        constants: Constants | None = None,
+    ) -> Any:
+        """Run a resolved descriptor on `arrays` (no further validation); `constants`: those
+        of the registration the call belongs to."""
+        if constants is not None and self.constant_arguments is not None:
+            args, kwargs = self.constant_arguments(op, arrays, backend, constants)
+            return self.implementation(backend)(*args, **kwargs)
         return self.implementation(backend)(*self.arguments(op, arrays))
 
 

@@ -13,7 +13,7 @@ from ..descriptors import Errors, OperatorType, TensorDesc, WindowedOperator, wi
 from ..dtypes import DataType
 from ..reference.convolution_integer import convolution_integer
 from ._sdk import ArrayLike, Dims, NDArray, window_fields
-from ._spec import Example, OperatorSpec
+from ._spec import Constants, Example, OperatorSpec
 
 __all__ = ["SPEC", "ConvolutionIntegerOperator", "helper"]
 
@@ -137,22 +137,52 @@ class ConvolutionIntegerOperator(WindowedOperator):
             )
 
 
-def _arguments(op: ConvolutionIntegerOperator, arrays: Mapping[str, Any]) -> tuple[Any, ...]:
+def _arguments(
+    op: ConvolutionIntegerOperator,
+    arrays: Mapping[str, Any],
+    known: Mapping[str, Any] | None = None,
+) -> tuple[Any, ...]:
     # Zero points reach the implementations as host values: one int for the input, one int32
-    # per output channel for the filter.
+    # per output channel for the filter. `known`: those already read (constants).
     x, w = arrays["InputTensor"], arrays["FilterTensor"]
-    x_zp, w_zp = arrays.get("InputZeroPointTensor"), arrays.get("FilterZeroPointTensor")
-    filters = w.shape[0]
-    x_zero = int(to_host(x_zp).reshape(-1)[0]) if x_zp is not None else 0
-    w_zero = (
-        np.broadcast_to(to_host(w_zp).reshape(-1).astype(np.int32), (filters,)).copy()
-        if w_zp is not None
-        else np.zeros(filters, np.int32)
-    )
+    known = {} if known is None else known
+    x_zero = known.get("x_zero")
+    if x_zero is None:
+        x_zp = arrays.get("InputZeroPointTensor")
+        x_zero = int(to_host(x_zp).reshape(-1)[0]) if x_zp is not None else 0
+    w_zero = known.get("w_zero")
+    if w_zero is None:
+        w_zp, filters = arrays.get("FilterZeroPointTensor"), w.shape[0]
+        w_zero = (
+            np.broadcast_to(to_host(w_zp).reshape(-1).astype(np.int32), (filters,)).copy()
+            if w_zp is not None
+            else np.zeros(filters, np.int32)
+        )
     return (
         x, w, x_zero, w_zero, op.strides, op.dilations, op.start_padding, op.end_padding,
         op.group_count,
     )  # fmt: skip
+
+
+def _constant_arguments(
+    op: ConvolutionIntegerOperator, arrays: Mapping[str, Any], backend: str, constants: Constants
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Zero points that are constants are read from the device once; a constant filter keeps
+    its prepared form with the registration (on the GPU)."""
+    cache, names = constants.cache, constants.names
+    known = {
+        key: cache[key]
+        for key, name in (("x_zero", "InputZeroPointTensor"), ("w_zero", "FilterZeroPointTensor"))
+        if name in names and key in cache
+    }
+    args = _arguments(op, arrays, known)
+    if "InputZeroPointTensor" in names:
+        cache["x_zero"] = args[2]
+    if "FilterZeroPointTensor" in names:
+        cache["w_zero"] = args[3]
+    if backend == "cupy" and "FilterTensor" in names:
+        return args, {"filter_cache": cache}
+    return args, {}
 
 
 def _zero_point(value: ArrayLike | None, like: NDArray, *, per_channel: bool) -> NDArray | None:
@@ -213,6 +243,7 @@ SPEC = OperatorSpec(
         "cupy": "dmlserve.kernels.cupy_backend.convolution_integer:convolution_integer",
     },
     arguments=_arguments,
+    constant_arguments=_constant_arguments,
     # every output element reads C/G * prod(K) filter taps
     taps=lambda op: math.prod(op.filter_tensor.sizes[1:]) if op.filter_tensor else 1,
     warmup=Example(

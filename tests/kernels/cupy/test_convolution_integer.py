@@ -416,3 +416,33 @@ def test_prep_x_vectorized_ragged_plane() -> None:
     zw = rng.integers(-128, 128, 16).astype(np.int32)
     got, want = _run(x, w, 128, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, lambda a: a[:, ::2])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "mma_sync"])
+def test_constant_filter_prepared_once(kernel: str) -> None:
+    """A filter cache (a registration's constant filter) keeps one prepared filter: reused
+    while the input zero point stays, replaced (and still exact) when it changes."""
+    import cupy
+
+    if kernel == "wgmma" and not _has_wgmma():
+        pytest.skip("the wgmma GEMM runs on compute capability 9.0 only")
+    conv = launcher("convolution_integer")
+    rng = np.random.default_rng(21)
+    w = _rand(rng, (32, 48, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 32).astype(np.int32)
+    w_dev = cupy.asarray(w)
+    cache: dict[Any, Any] = {}
+    options = conv.Options(tensor_cores=kernel)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    prepared = []
+    for zx in (128, 128, 7):
+        x = _rand(rng, (2, 48, 9, 8), np.uint8)
+        got = conv.convolution_integer(
+            cupy.asarray(x), w_dev, zx, zw, *geometry, options, filter_cache=cache
+        )
+        want = reference.convolution_integer(x, w, zx, zw, *geometry)
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+        prepared.append(cache["filter"][1][0])  # the prepared filter array
+    assert prepared[1] is prepared[0]  # same zero points: reused
+    assert prepared[2] is not prepared[0]  # the input zero point is in its per-channel term
+    assert list(cache) == ["filter"]

@@ -84,3 +84,49 @@ def test_per_channel_filter_zero_point_shapes() -> None:
             "FilterZeroPointTensor": desc("INT8", *sizes),
         }
         assert resolve({"type": "CONVOLUTION_INTEGER"}, tensors).output_tensor is not None
+
+
+def _registered_call() -> tuple[Any, dict[str, Any]]:
+    """A convolution whose filter and zero points are constants, with its arrays."""
+    import numpy as np
+
+    from dmlserve.kernels.operators import parse_operator
+
+    rng = np.random.default_rng(3)
+    arrays = {
+        "InputTensor": rng.integers(0, 256, (2, 16, 7, 6)).astype(np.uint8),
+        "FilterTensor": rng.integers(-128, 128, (8, 16, 3, 3)).astype(np.int8),
+        "InputZeroPointTensor": np.full((1, 1, 1, 1), 131, np.uint8),
+        "FilterZeroPointTensor": rng.integers(-128, 128, (1, 8, 1, 1)).astype(np.int8),
+    }
+    descs = {name: TensorDesc.of_array(a) for name, a in arrays.items()}
+    descriptor = {"type": "CONVOLUTION_INTEGER", "StartPadding": [1, 1], "EndPadding": [1, 1]}
+    op = resolve(parse_operator(descriptor), descs)
+    return op, arrays
+
+
+@pytest.mark.parametrize("backend", ["numpy", "reference"])
+def test_constants_are_read_once_and_change_nothing(backend: str) -> None:
+    import numpy as np
+
+    from dmlserve.kernels.operators import Constants, spec_of
+
+    op, arrays = _registered_call()
+    spec = spec_of(op)
+    plain = spec.run(op, arrays, "numpy")
+    want = spec.reference(*spec.arguments(op, arrays))
+    np.testing.assert_array_equal(plain, want)
+    names = frozenset({"FilterTensor", "InputZeroPointTensor", "FilterZeroPointTensor"})
+    constants = Constants(names)
+    for _ in range(2):
+        if backend == "numpy":
+            got = spec.run(op, arrays, "numpy", constants)
+        else:
+            args, kwargs = spec.constant_arguments(op, arrays, "numpy", constants)  # type: ignore[misc]
+            assert kwargs == {}  # a host backend derives nothing else from the filter
+            got = spec.reference(*args)
+        np.testing.assert_array_equal(got, want)
+    assert constants.cache["x_zero"] == 131
+    np.testing.assert_array_equal(
+        constants.cache["w_zero"], arrays["FilterZeroPointTensor"].reshape(-1)
+    )
