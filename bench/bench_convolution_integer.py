@@ -7,11 +7,13 @@ Times are medians of CUDA-event-timed batches of back-to-back calls after warm-u
 (`torch.cuda._sleep`, ~1 ms per call) is queued before each batch so that host-side launch
 overhead overlaps the GPU work instead of showing as idle time; `host us` is that overhead
 (the host time to issue one call, without waiting for the GPU). Three input buffers rotate.
-Our time is the whole public call (filter prep, input transform, GEMM); `kernels` is the sum
-of its GPU kernel times from the profiler. Peers: cuDNN fp16 conv2d on channels-last tensors with
-`cudnn.benchmark=True` (speed class; not integer), and the torch-user path F.unfold (fp16) ->
-int8 -> `torch._int_mm` with a column-major right operand (no zero points, output left in
-(pixels, channels) layout: both favour the peer). ops = 2*N*OC*prod(P)*(C/G)*prod(R).
+Our time is the whole public call (filter prep, input transform, GEMM); `registered` the same
+call with the filter kept prepared, as a registered operator whose filter is a constant runs;
+`kernels` is the sum of its GPU kernel times from the profiler. Peers: cuDNN fp16 conv2d on
+channels-last tensors with `cudnn.benchmark=True` (speed class; not integer), and the
+torch-user path F.unfold (fp16) -> int8 -> `torch._int_mm` with a column-major right operand
+(no zero points, output left in (pixels, channels) layout: both favour the peer).
+ops = 2*N*OC*prod(P)*(C/G)*prod(R).
 """
 
 from __future__ import annotations
@@ -136,6 +138,12 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
     row["ours_ms"] = time_ms(ours, inner, reps, 5)
     row["host_us"] = host_us(ours)
+    filter_cache: dict[Any, Any] = {}  # a registered operator's: its filter is a constant
+
+    def registered(i: int) -> Any:
+        return convolution_integer(xs[i % 3], w, 128, zw, *geo, g, filter_cache=filter_cache)
+
+    row["registered_ms"] = time_ms(registered, inner, reps, 5)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
@@ -241,9 +249,10 @@ def main() -> None:
     )
     print(
         "| layer | ours ms | ours TOPS | kernels TOPS | cuDNN fp16 TOPS | ours/cuDNN "
-        "| unfold+_int_mm TOPS | ours/unfold | _int_mm GEMM TOPS | ours/GEMM | host us |"
+        "| unfold+_int_mm TOPS | ours/unfold | _int_mm GEMM TOPS | ours/GEMM | host us "
+        "| registered ms | registered/cuDNN |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     rows = []
     cases = [c for c in CASES if c.k == 3 and c.groups == 1] if args.only_3x3 else CASES
     for case in cases:
@@ -257,7 +266,8 @@ def main() -> None:
             f"| {r['cudnn_fp16_ms'] / r['ours_ms']:.2f} "
             f"| {fmt(r.get('unfold_int_mm_tops'), '.1f')} "
             f"| {fmt(un and un / r['ours_ms'], '.2f')} | {fmt(r.get('int_mm_gemm_tops'), '.1f')} "
-            f"| {fmt(gm and gm / r['ours_ms'], '.2f')} | {r['host_us']:.0f} |",
+            f"| {fmt(gm and gm / r['ours_ms'], '.2f')} | {r['host_us']:.0f} "
+            f"| {r['registered_ms']:.4f} | {r['cudnn_fp16_ms'] / r['registered_ms']:.2f} |",
             flush=True,
         )
         if args.json:

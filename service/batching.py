@@ -332,7 +332,7 @@ class Batcher:
         input_bytes = sum(layout.nbytes for layout in layouts.values())
         host_data = not first.in_device_memory  # a constant kept on the GPU
         on_host, inline = placement(device, state.settings, op, input_bytes, host_data=host_data)
-        batch = Work(op, {}, self.name)
+        batch = Work(op, {}, self.name, constants=first.constants)
 
         def run() -> np.ndarray:
             batch.inputs = concatenated(members, self.batched)  # in the worker thread, unless tiny

@@ -118,6 +118,7 @@ class V1Exchange(BodyExchange):
             loc=("operator",) if self.registered is None else (),
             input_locs={name: ("inputs", name) for name in req.inputs},
             encoding=req.output_encoding or default,
+            constants=self.registered.prepared if self.registered is not None else None,
         )
 
     def encode(self, decoded: V1Decoded, outcome: Outcome) -> tuple[Response, int]:

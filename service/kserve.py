@@ -105,7 +105,10 @@ class InferExchange(BodyExchange):
             req.inputs, section, op, self.max_tensor_bytes, self.leases, self.registered.constants
         )
         where = {item.name: ("inputs", i) for i, item in enumerate(req.inputs)}
-        decoded = InferDecoded(op, inputs, input_locs=where, request_id=req.id, binary=binary)
+        decoded = InferDecoded(
+            op, inputs, input_locs=where, request_id=req.id, binary=binary,
+            constants=self.registered.prepared,
+        )  # fmt: skip
         return with_shm_outputs(decoded, req.outputs or [], self.leases)
 
     def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[Response, int]:

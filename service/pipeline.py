@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from dmlserve.kernels import DescriptorError, OperatorBase
 from dmlserve.kernels.descriptors import attr_name
 from dmlserve.kernels.errors import Loc
+from dmlserve.kernels.operators import Constants
 from dmlserve.kernels.wire import Encoding, HostTensor, text_bytes
 from dmlserve.service.concurrency import offload
 from dmlserve.service.cost import placement
@@ -60,6 +61,8 @@ class Decoded:
     # (`Work.sink`, `Work.pin`). Keyword-only, so subclasses' positional fields keep their places.
     sink: Any = field(default=None, kw_only=True)
     pin: AbstractContextManager[Any] | None = field(default=None, kw_only=True)
+    #: a registered operator's constants (`Work.constants`)
+    constants: Constants | None = field(default=None, kw_only=True)
 
     def where(self, loc: Loc) -> Loc:
         """Where a binding error at `loc` points in the request: a tensor the descriptor does
@@ -149,7 +152,10 @@ def bind(state: ServiceState, decoded: Decoded, model: str = "") -> Work:
         raise DescriptorError.at(("inputs",), "missing input(s): " + ", ".join(missing))
     registered = decoded.descriptor if isinstance(decoded.descriptor, OperatorBase) else None
     pin = decoded.pin or nullcontext()
-    return Work(op, decoded.inputs, model, sink=decoded.sink, pin=pin, registered=registered)
+    return Work(
+        op, decoded.inputs, model, sink=decoded.sink, pin=pin, registered=registered,
+        constants=decoded.constants,
+    )  # fmt: skip
 
 
 def check_text_output(state: ServiceState, work: Work, encoding: Encoding) -> None:

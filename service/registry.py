@@ -20,6 +20,7 @@ import orjson
 
 from dmlserve import kernels
 from dmlserve.kernels import OperatorBase, TensorDesc
+from dmlserve.kernels.operators import Constants
 from dmlserve.kernels.wire import HostTensor
 from dmlserve.service.errors import (
     ConflictError,
@@ -83,6 +84,11 @@ class RegisteredOperator:
     batching: Batching | None = None
     source: Source = "runtime"
     statistics: ModelStatistics = field(default_factory=ModelStatistics, compare=False)
+    #: the constants' names and what the backends derive from them once (a prepared filter)
+    prepared: Constants = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prepared", Constants(frozenset(self.constants)))
 
     @property
     def type(self) -> str:

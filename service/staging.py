@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from dmlserve.kernels._array import is_cupy_array
-from dmlserve.kernels.execute import backend_module
 from dmlserve.kernels.execute import run as run_resolved
 from dmlserve.kernels.wire import HostTensor, as_tensor_view
 from dmlserve.service.errors import GatewayTimeoutError
@@ -115,7 +114,7 @@ class Staging:
                     for name, t in work.inputs.items()
                 }  # fmt: skip
                 staged.record(stream)
-                out = run_resolved(work.operator, arrays, backend_module("cupy"))
+                out = run_resolved(work.operator, arrays, "cupy", work.constants)
                 if work.sink is not None:
                     work.sink.write(out)  # the launchers allocate their output: copy it over
                 else:

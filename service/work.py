@@ -16,6 +16,7 @@ import numpy as np
 
 from dmlserve.kernels import OperatorBase
 from dmlserve.kernels._array import is_cupy_array
+from dmlserve.kernels.operators import Constants
 from dmlserve.kernels.wire import HostTensor
 
 
@@ -66,6 +67,8 @@ class Work:
     #: the registered descriptor `operator` was bound from (batch sizes may be -1); None for
     #: an operator given inline (a batcher takes only work of its own registration)
     registered: OperatorBase | None = None
+    #: that registration's constants: what the backend derived from them is reused
+    constants: Constants | None = None
 
     @property
     def in_device_memory(self) -> bool:

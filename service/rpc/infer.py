@@ -134,8 +134,9 @@ class GrpcInferExchange:
         ]
         where = {t.name: ("inputs", i) for i, t in enumerate(request.inputs)}
         decoded = InferDecoded(
-            op, inputs, input_locs=where, request_id=request.id, binary={"OutputTensor": True}
-        )
+            op, inputs, input_locs=where, request_id=request.id, binary={"OutputTensor": True},
+            constants=self.registered.prepared,
+        )  # fmt: skip
         return with_shm_outputs(decoded, outputs, self.leases)
 
     def encode(self, decoded: InferDecoded, outcome: Outcome) -> tuple[pb.ModelInferResponse, int]:

@@ -193,3 +193,48 @@ async def test_on_the_gpu_the_constants_stay_on_the_device() -> None:
             doc, out = read_outputs(r.content, r.headers)
             assert doc["backend"] == "cupy"
             np.testing.assert_array_equal(out["OutputTensor"], expected_conv(x))
+
+
+@pytest.mark.gpu
+async def test_on_the_gpu_a_constant_filter_is_prepared_once_per_registration() -> None:
+    """Two registrations of tensor-core-sized convolutions whose filters and zero points are
+    constants, executed in turns: every answer exact, each registration's prepared filter its
+    own and made once."""
+    from dmlserve.kernels import reference
+
+    rng = np.random.default_rng(9)
+    models = {}
+    async with app_client(backend="cupy") as client:
+        for name in ("conv-a", "conv-b"):
+            w = rng.integers(-128, 128, (16, 16, 3, 3)).astype(np.int8)
+            zw = rng.integers(-128, 128, (1, 16, 1, 1)).astype(np.int8)
+            zx = np.full((1, 1, 1, 1), rng.integers(0, 256), np.uint8)
+            constants = {"FilterTensor": w, "FilterZeroPointTensor": zw, "InputZeroPointTensor": zx}
+            body = {
+                "name": name,
+                "operator": {"type": "CONVOLUTION_INTEGER", "StartPadding": [1, 1],
+                             "EndPadding": [1, 1]},
+                "constants": {n: wire(a, "b64") for n, a in constants.items()},
+            }  # fmt: skip
+            r = await _register(client, body)
+            assert r.status_code == 201, r.text
+            models[name] = (w, zw, zx)
+        state = client.app.state.dmlserve  # type: ignore[attr-defined]
+        prepared = {}
+        for turn in range(3):
+            for name, (w, zw, zx) in models.items():
+                x = rng.integers(0, 256, (turn + 1, 16, 9, 7)).astype(np.uint8)
+                body, headers = execute_request(None, {"InputTensor": x}, "binary")
+                url = f"/v1/operators/{name}/execute"
+                r = await client.post(url, content=body, headers=headers)
+                assert r.status_code == 200, r.text
+                geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+                want = reference.convolution_integer(
+                    x, w, int(zx.reshape(-1)[0]), zw.reshape(-1).astype(np.int32), *geometry
+                )
+                got = read_outputs(r.content, r.headers)[1]["OutputTensor"]
+                np.testing.assert_array_equal(got, want)
+                cache = state.registry.get(name).prepared.cache
+                prepared.setdefault(name, cache["filter"][1][0])
+                assert cache["filter"][1][0] is prepared[name]  # made once, then reused
+        assert prepared["conv-a"] is not prepared["conv-b"]
