@@ -213,7 +213,8 @@ async def test_on_the_gpu_a_constant_filter_is_prepared_once_per_registration() 
             body = {
                 "name": name,
                 "operator": {"type": "CONVOLUTION_INTEGER", "StartPadding": [1, 1],
-                             "EndPadding": [1, 1]},
+                             "EndPadding": [1, 1],
+                             "InputTensor": {"DataType": "UINT8", "Sizes": [-1, 16, 9, 7]}},
                 "constants": {n: wire(a, "b64") for n, a in constants.items()},
             }  # fmt: skip
             r = await _register(client, body)
