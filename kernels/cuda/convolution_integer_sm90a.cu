@@ -35,6 +35,13 @@ template <int N>
 __device__ __forceinline__ void wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// The accumulators are written by wgmma behind the compiler's back: pin them in their
+// registers around the asynchronous part (no copy may move across a wait).
+template <int N>
+__device__ __forceinline__ void fence_operands(int (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
 // Ordinary and cp.async writes to shared memory, made visible to the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -217,6 +224,7 @@ __global__ void __launch_bounds__(BM * 2)
     int acc[BN / 2];
 #pragma unroll
     for (int e = 0; e < BN / 2; ++e) acc[e] = 0;
+    wg::fence_operands(acc);
     int xsum[B_ITERS];
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i) xsum[i] = 0;
@@ -261,6 +269,7 @@ __global__ void __launch_bounds__(BM * 2)
         wg::wait<1>();
     }
     wg::wait<0>();
+    wg::fence_operands(acc);
     conv::cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages: they become the staging tile
 
@@ -347,5 +356,6 @@ DML_WG_INST(signed char, unsigned char, 128, 128, 6, false);
 DML_WG_INST(unsigned char, signed char, 128, 256, 4, true);
 DML_WG_INST(signed char, signed char, 64, 64, 8, true);
 DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
+DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
 #endif

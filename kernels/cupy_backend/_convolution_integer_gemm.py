@@ -16,7 +16,14 @@ from ._common import launch, sm_count
 if TYPE_CHECKING:
     from .convolution_integer import _Problem
 
-__all__ = ["MMA_SYNC_TILES", "WGMMA_TILES", "Kernel", "gemm_kernel", "tensor_core"]
+__all__ = [
+    "MMA_SYNC_TILES",
+    "WGMMA_TILES",
+    "Kernel",
+    "gemm_kernel",
+    "padded_input_fits",
+    "tensor_core",
+]
 
 Kernel = Literal["wgmma", "mma_sync"]
 
@@ -24,6 +31,7 @@ _SOURCE = "convolution_integer.cu"  # mma.sync GEMM and the layout transforms
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
 _GRID_YZ = 65535  # the largest grid y or z
+_PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
     (128, 128, 4, 2, 1.0),
@@ -82,28 +90,39 @@ def _prepared_filter(
 ) -> tuple[Any, Any, Any]:
     """The filter as the GEMM reads it, (M, R*S*Cgp), the per-channel constant of the
     zero-point expansion (K' z_x z_w - z_x sum w, which also depends on the input's zero
-    point) and the filter zero points on the device. With a `cache` (the filter is a
-    constant), made once and kept: one entry, replaced when the input zero point changes."""
+    point) and the filter zero points on the device.
+
+    With a `cache` (the filter is a constant), the first call's are kept for as long as the
+    cache lives and reused by every call with the same filter and zero points; a call with
+    others makes its own. A kept entry is never replaced: another thread's kernels may still
+    be reading it on their stream, and freed memory goes back to the pool for reuse."""
     import cupy
 
     key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(), kp)
-    if cache is not None:
-        hit = cache.get("filter")
-        if hit is not None and hit[0] == key:
-            prepared: tuple[Any, Any, Any] = hit[1]
-            return prepared
+    hit = cache.get("filter") if cache is not None else None
+    if hit is not None and hit[0] == key:
+        prepared: tuple[Any, Any, Any] = hit[1]
+        return prepared
     # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
     wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
     bias = cupy.empty((q.m,), dtype=cupy.int32)
-    zp_dev = q.w_zp_device()
+    zp_dev = cupy.asarray(q.w_zp)  # on this call's stream, as the kernels that read it
     prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
     sizes = (q.cg, q.s, cgp, kp, q.zx)
     prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
-    if cache is not None:
+    if cache is not None and hit is None:
         # Other calls read it from other streams: complete before it is shared.
         cupy.cuda.get_current_stream().synchronize()
-        cache["filter"] = (key, (wp, bias, zp_dev))
+        cache.setdefault("filter", (key, (wp, bias, zp_dev)))
     return wp, bias, zp_dev
+
+
+def padded_input_fits(plain_bytes: int, padded_bytes: int, padded_height: int) -> bool:
+    """Whether the wgmma GEMM's padded copy of the input is worth making: padding, strides and
+    dilations may ask for a frame far larger than the image (a tiny input with a huge start
+    pad); the mma.sync GEMM checks each tap instead and needs no copy. Also the padded rows
+    are a grid dimension of the frame fill."""
+    return padded_height <= _GRID_YZ and padded_bytes <= 2 * plain_bytes + _PAD_SLACK
 
 
 def _nhwc_channels(x: Any, cg: int) -> bool:
@@ -151,8 +170,8 @@ def tensor_core(
         ph, pw = q.ph, q.pw
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
-        if hpad > _GRID_YZ:
-            return tensor_core(x, w, out, q, "mma_sync", None)
+        if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots, hpad):
+            return tensor_core(x, w, out, q, "mma_sync", tile, filter_cache)
     if (hpad, wpad) == (h, wd) and _nhwc_channels(x, q.cg):
         xn = x
     else:  # -> (N, Hp, Wp, G*Cgp), padded channels = z_x
@@ -189,7 +208,10 @@ def tensor_core(
         bm, bn, stages = _pick_tile(tiles, q.mg, pixels, q.g)
     else:
         bm, bn = tile
-        stages = next(t[2] for t in tiles if t[:2] == tile)
+        found = [t[2] for t in tiles if t[:2] == tile]
+        if not found:
+            raise ValueError(f"tile {tile} is not one of {kernel}'s {[t[:2] for t in tiles]}")
+        stages = found[0]
     grid = (math.ceil(pixels / bn), math.ceil(q.mg / bm), q.g)
     tail = (q.m, q.mg, cgp, slots, kp, pixels, q.oh * q.ow)
     template = (w.dtype, x.dtype, bm, bn, stages, zw_any)

@@ -4,7 +4,6 @@ tile does not fit). Kernels: `kernels/cuda/convolution_integer.cu`."""
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Hashable, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from ..errors import DescriptorError
 from ..geometry import Window
 from ._common import INT32_LIMIT, launch, sm_count
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
@@ -78,13 +78,6 @@ class _Problem(NamedTuple):
     def mg(self) -> int:
         """Output channels per group."""
         return self.m // self.g
-
-    def w_zp_device(self) -> Any:
-        """The filter zero points on the current device, uploaded once per distinct array: a
-        copy from host memory per call would make the host wait for the GPU's queue."""
-        import cupy
-
-        return _device_int32(cupy.cuda.Device().id, self.w_zp.tobytes())
 
     def cuda_core_ints(self) -> tuple[int, ...]:
         """The scalar arguments both CUDA-core kernels take, in their order."""
@@ -204,6 +197,14 @@ def convolution_integer(
     if one_d:  # 1-D maps to 2-D with H = 1
         x, w = x[:, :, None, :], w[:, :, None, :]
         window = window.with_unit_axes(1)
+    for field, values in (
+        ("Strides", window.strides), ("Dilations", window.dilations),
+        ("StartPadding", window.start_padding), ("EndPadding", window.end_padding),
+    ):  # fmt: skip
+        if max(values) > INT32_LIMIT:
+            raise DescriptorError.at(
+                (field,), f"{field} must stay below 2^31 on the GPU (its kernels index in 32 bits)"
+            )
     n, c, h, wd = (int(v) for v in x.shape)
     m, cg, r, s = (int(v) for v in w.shape)
     oh, ow = window.blocks((h, wd))
@@ -250,11 +251,12 @@ def _i64(v: int) -> np.int64:
 
 
 def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
+    import cupy
 
     total = out.size
     blocks = min(math.ceil(total / 256), 1 << 20)
     kernel = launch(_DIRECT_SOURCE, "conv_int_direct", w.dtype, x.dtype, grid=(blocks, 1, 1))
-    zp_dev = q.w_zp_device()
+    zp_dev = cupy.asarray(q.w_zp)
     kernel(
         x,
         w,
@@ -268,6 +270,7 @@ def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
 
 
 def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
+    import cupy
 
     mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
     smem = 4 * (-(-cc * q.r * q.s * mb // 4) * 4 + cc * iht * iwt)
@@ -283,7 +286,7 @@ def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
         block=(threads, 1, 1),
         shared_mem=smem,
     )
-    zp_dev = q.w_zp_device()
+    zp_dev = cupy.asarray(q.w_zp)
     ints = (
         q.n,
         *q.cuda_core_ints(),
@@ -297,18 +300,6 @@ def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
         *(_i32(v) for v in ints),
         *(_i64(v) for v in (*x.strides, *w.strides)),
     )
-
-
-@functools.lru_cache(maxsize=64)
-def _device_int32(device: int, data: bytes) -> Any:
-    """A read-only device copy of int32 `data` (never written: the kernels only read it)."""
-    import cupy
-
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with cupy.cuda.Device(device), stream:
-        array = cupy.asarray(np.frombuffer(data, np.int32))
-    stream.synchronize()  # complete before any other stream reads it
-    return array
 
 
 def _wrap32(v: int) -> int:

@@ -420,8 +420,9 @@ def test_prep_x_vectorized_ragged_plane() -> None:
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma_sync"])
 def test_constant_filter_prepared_once(kernel: str) -> None:
-    """A filter cache (a registration's constant filter) keeps one prepared filter: reused
-    while the input zero point stays, replaced (and still exact) when it changes."""
+    """A filter cache (a registration's constant filter) keeps the first call's prepared
+    filter: reused while the zero points stay; a call with other zero points prepares its own
+    (exact) and leaves the kept one alone (other streams may be reading it)."""
     import cupy
 
     if kernel == "wgmma" and not _has_wgmma():
@@ -444,5 +445,33 @@ def test_constant_filter_prepared_once(kernel: str) -> None:
         np.testing.assert_array_equal(cupy.asnumpy(got), want)
         prepared.append(cache["filter"][1][0])  # the prepared filter array
     assert prepared[1] is prepared[0]  # same zero points: reused
-    assert prepared[2] is not prepared[0]  # the input zero point is in its per-channel term
-    assert list(cache) == ["filter"]
+    assert prepared[2] is prepared[0]  # not replaced; the call with z_x = 7 made its own
+    assert list(cache) == ["filter"] and cache["filter"][0][5] == 128
+
+
+@pytest.mark.parametrize(
+    ("start", "stride"),
+    [((60000, 2), (60000, 1)), ((1, 50000), (2, 50000)), ((70000, 0), (70000, 1))],
+)
+def test_padding_far_beyond_the_image(start: tuple[int, int], stride: tuple[int, int]) -> None:
+    """Pads and strides that would make the padded input copy far larger than the image run
+    on the GEMM that checks each tap instead."""
+    rng = np.random.default_rng(sum(start))
+    x = _rand(rng, (2, 16, 5, 6), np.uint8)
+    w = _rand(rng, (16, 16, 1, 1), np.int8)
+    zw = rng.integers(-128, 128, 16).astype(np.int32)
+    ran: list[Any] = []
+    got, want = _run(x, w, 3, zw, stride, (1, 1), start, (0, 0), 1, ran=ran)
+    np.testing.assert_array_equal(got, want)
+    assert ran == ["mma_sync"]
+
+
+def test_geometry_beyond_32_bits_is_refused() -> None:
+    from dmlserve.kernels.errors import DescriptorError
+
+    conv = launcher("convolution_integer")
+    x = __import__("cupy").zeros((1, 16, 2, 2), np.uint8)
+    w = __import__("cupy").zeros((16, 16, 1, 1), np.int8)
+    with pytest.raises(DescriptorError, match="StartPadding"):
+        conv.convolution_integer(x, w, 0, np.zeros(16, np.int32), (2**31, 1), (1, 1),
+                                 (2**31, 0), (0, 0), 1)  # fmt: skip

@@ -130,3 +130,9 @@ def test_constants_are_read_once_and_change_nothing(backend: str) -> None:
     np.testing.assert_array_equal(
         constants.cache["w_zero"], arrays["FilterZeroPointTensor"].reshape(-1)
     )
+    # Constants never change for a registration: what was read is what runs (these arrays,
+    # were they read, would give another answer).
+    changed = {**arrays, "InputZeroPointTensor": arrays["InputZeroPointTensor"] - 1,
+               "FilterZeroPointTensor": arrays["FilterZeroPointTensor"] + 1}  # fmt: skip
+    np.testing.assert_array_equal(spec.run(op, changed, "numpy", constants), want)
+    assert not np.array_equal(spec.run(op, changed, "numpy"), want)
