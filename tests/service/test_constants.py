@@ -239,3 +239,16 @@ async def test_on_the_gpu_a_constant_filter_is_prepared_once_per_registration() 
                 prepared.setdefault(name, cache["filter"][1][0])
                 assert cache["filter"][1][0] is prepared[name]  # made once, then reused
         assert prepared["conv-a"] is not prepared["conv-b"]
+        # KServe v2 runs on the same prepared filter
+        w, zw, zx = models["conv-a"]
+        x = rng.integers(0, 256, (2, 16, 9, 7)).astype(np.uint8)
+        infer = {"inputs": [{"name": "InputTensor", "shape": list(x.shape), "datatype": "UINT8",
+                             "data": x.reshape(-1).tolist()}]}  # fmt: skip
+        r = await client.post("/v2/models/conv-a/infer", json=infer)
+        assert r.status_code == 200, r.text
+        out = r.json()["outputs"][0]
+        want = reference.convolution_integer(
+            x, w, int(zx.reshape(-1)[0]), zw.reshape(-1).astype(np.int32), *geometry
+        )
+        np.testing.assert_array_equal(np.reshape(out["data"], out["shape"]), want)
+        assert state.registry.get("conv-a").prepared.cache["filter"][1][0] is prepared["conv-a"]
