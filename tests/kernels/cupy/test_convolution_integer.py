@@ -473,5 +473,5 @@ def test_geometry_beyond_32_bits_is_refused() -> None:
     x = __import__("cupy").zeros((1, 16, 2, 2), np.uint8)
     w = __import__("cupy").zeros((16, 16, 1, 1), np.int8)
     with pytest.raises(DescriptorError, match="StartPadding"):
-        conv.convolution_integer(x, w, 0, np.zeros(16, np.int32), (2**31, 1), (1, 1),
+        conv.convolution_integer(x, w, 0, np.zeros(16, np.int32), (1, 1), (1, 1),
                                  (2**31, 0), (0, 0), 1)  # fmt: skip
