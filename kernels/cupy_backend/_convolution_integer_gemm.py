@@ -27,7 +27,8 @@ __all__ = [
 
 Kernel = Literal["wgmma", "mma_sync"]
 
-_SOURCE = "convolution_integer.cu"  # mma.sync GEMM and the layout transforms
+_SOURCE = "convolution_integer.cu"  # mma.sync GEMM
+_PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
 _GRID_YZ = 65535  # the largest grid y or z
@@ -107,7 +108,7 @@ def _prepared_filter(
     wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
     bias = cupy.empty((q.m,), dtype=cupy.int32)
     zp_dev = cupy.asarray(q.w_zp)  # on this call's stream, as the kernels that read it
-    prep_w = launch(_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
+    prep_w = launch(_PREP_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
     sizes = (q.cg, q.s, cgp, kp, q.zx)
     prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
     if cache is not None and hit is None:
@@ -181,7 +182,7 @@ def tensor_core(
         plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
         vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and x.data.ptr % 16 == 0
         prep_x = launch(
-            _SOURCE,
+            _PREP_SOURCE,
             "conv_int_prep_x",
             vec,
             grid=(math.ceil(h * wd / 64), math.ceil(slots / 64), n),
@@ -196,7 +197,7 @@ def tensor_core(
         if (hpad, wpad) != (h, wd):
             row_chunks = wpad * slots // 16
             fill = launch(
-                _SOURCE, "conv_int_fill_border", 16, grid=(-(-row_chunks // 256), hpad, n)
+                _PREP_SOURCE, "conv_int_fill_border", 16, grid=(-(-row_chunks // 256), hpad, n)
             )
             border = (h, wd, hpad, wpad, ph, pw, row_chunks)
             fill(xn, *(np.int32(v) for v in border), np.uint32(zx_byte * 0x01010101))

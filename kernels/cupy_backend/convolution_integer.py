@@ -1,6 +1,6 @@
 """CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM; a
 shared-memory CUDA-core kernel for depthwise and narrow groups (a naive one for shapes whose
-tile does not fit). Kernels: `kernels/cuda/convolution_integer.cu`."""
+tile does not fit). Kernels: `kernels/cuda/convolution_integer*.cu`."""
 
 from __future__ import annotations
 

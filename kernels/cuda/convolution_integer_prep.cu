@@ -1,0 +1,180 @@
+// CONVOLUTION_INTEGER's operand preparation for the tensor-core GEMMs (convolution_integer.cu,
+// convolution_integer_sm90a.cu): the filter KCRS -> K(RS)Cgp with its per-channel constant, the
+// input NCHW -> (N, H, W, G*Cgp), and the z_x frame around a padded input.
+
+#include "convolution_integer_common.cuh"
+
+namespace dml {
+
+// ------------------------------------------------------------------------------------------
+// Filter prep: w (M, Cg, R, S) strided -> wp (M, R*S*Cgp), zero in the padded channels, and
+// bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m; each
+// thread owns 4 consecutive channels (one 4-byte store, Cgp is a multiple of 16) and walks the
+// R*S taps with no per-element division.
+template <typename WT>
+__global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
+                                const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
+                                int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
+                                long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    __shared__ int partial[32];
+    const int m = blockIdx.x;
+    const int RS = Kp / Cgp;
+    const unsigned char* wm = w + m * ws_m;
+    unsigned* dst = reinterpret_cast<unsigned*>(wp + static_cast<long long>(m) * Kp);
+    int sum = 0;
+    for (int c4 = 4 * threadIdx.x; c4 < Cgp; c4 += 4 * blockDim.x) {
+        int r = 0;
+        int s = 0;
+        for (int rs = 0; rs < RS; ++rs) {
+            const unsigned char* src = wm + r * ws_r + s * ws_s;
+            unsigned v = 0u;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                if (c4 + b < Cg) v |= static_cast<unsigned>(src[(c4 + b) * ws_c]) << (8 * b);
+            }
+            dst[(rs * Cgp + c4) >> 2] = v;
+            sum = conv::byte_sum<WS>(v, sum);
+            if (++s == S) {
+                s = 0;
+                ++r;
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned total = 0;
+        for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) {
+            total += static_cast<unsigned>(partial[i]);
+        }
+        const unsigned zx = static_cast<unsigned>(x_zp);
+        const unsigned zw = static_cast<unsigned>(w_zp[m]);
+        bias[m] = static_cast<int>(static_cast<unsigned>(Kp) * zx * zw - zx * total);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Input prep: x (N, C, H, W) strided -> xn (N, Hp, Wp, G*Cgp), pixel (h, w) at (h + ph, w + pw);
+// padded channels hold z_x (conv_int_fill_border fills the pixels around the image).
+// Block: 64 pixels x 64 channel slots through shared memory; 16-byte stores.
+// VEC: each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte aligned, so phase 1
+// reads 16 consecutive pixels of one channel per thread instead of 16 single-byte gathers.
+template <bool VEC>
+__global__ void __launch_bounds__(256) conv_int_prep_x(
+    const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
+    int Cgp, int slots, int Hp, int Wp, int ph, int pw, unsigned zx_byte, long long xs_n,
+    long long xs_c, long long xs_h, long long xs_w) {
+    constexpr int ROW = 65;  // odd row length: the column gathers below hit distinct banks
+    __shared__ unsigned char tile[64 * ROW];
+    const int HW = H * W;
+    const int pix0 = blockIdx.x * 64;
+    const int slot0 = blockIdx.y * 64;
+    const long long n = blockIdx.z;
+    if constexpr (VEC) {
+        const int row = threadIdx.x >> 2;  // channel slot within the tile
+        const int seg = (threadIdx.x & 3) * 16;  // 16 pixels
+        const int slot = slot0 + row;
+        const int g = slot / Cgp;
+        const int cc = slot - g * Cgp;
+        const int pix = pix0 + seg;
+        unsigned word[4] = {zx_byte * 0x01010101u, zx_byte * 0x01010101u, zx_byte * 0x01010101u,
+                            zx_byte * 0x01010101u};
+        if (slot < slots && cc < Cg && pix < HW) {
+            const unsigned char* xp = x + n * xs_n + (static_cast<long long>(g) * Cg + cc) * xs_c;
+            if (pix + 16 <= HW) {
+                const uint4 v = *reinterpret_cast<const uint4*>(xp + pix);
+                word[0] = v.x;
+                word[1] = v.y;
+                word[2] = v.z;
+                word[3] = v.w;
+            } else {  // ragged end of the plane: bytes, unrolled so word[] stays in registers
+#pragma unroll
+                for (int b = 0; b < 16; ++b) {
+                    if (b < HW - pix) {
+                        const unsigned sh = 8 * (b & 3);
+                        word[b >> 2] =
+                            (word[b >> 2] & ~(0xFFu << sh)) | (unsigned(xp[pix + b]) << sh);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < 16; ++b) {
+            tile[row * ROW + seg + b] = static_cast<unsigned char>(word[b >> 2] >> (8 * (b & 3)));
+        }
+    } else {
+        const int pl = threadIdx.x & 63;
+        const int pix = pix0 + pl;
+        if (pix < HW) {
+            const int h = pix / W;
+            const int wc = pix - h * W;
+            const unsigned char* xp = x + n * xs_n + h * xs_h + wc * xs_w;
+            unsigned char v[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                const int slot = slot0 + (threadIdx.x >> 6) + 4 * i;
+                const int g = slot / Cgp;
+                const int cc = slot - g * Cgp;
+                v[i] = static_cast<unsigned char>(zx_byte);
+                if (slot < slots && cc < Cg) v[i] = xp[(static_cast<long long>(g) * Cg + cc) * xs_c];
+            }
+#pragma unroll
+            for (int i = 0; i < 16; ++i) tile[((threadIdx.x >> 6) + 4 * i) * ROW + pl] = v[i];
+        }
+    }
+    __syncthreads();
+    const int pl = threadIdx.x >> 2;
+    const int q = threadIdx.x & 3;
+    const int pix = pix0 + pl;
+    const int slot = slot0 + 16 * q;
+    if (pix < HW && slot < slots) {
+        unsigned word[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            unsigned v = 0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                v |= static_cast<unsigned>(tile[(16 * q + 4 * j + b) * ROW + pl]) << (8 * b);
+            }
+            word[j] = v;
+        }
+        uint4 vec = make_uint4(word[0], word[1], word[2], word[3]);
+        const int h = pix / W;
+        const long long at = (n * Hp + h + ph) * Wp + (pix - h * W) + pw;
+        *reinterpret_cast<uint4*>(xn + at * slots + slot) = vec;
+    }
+}
+
+// The pixels of xn (N, Hp, Wp, slots) around the image (rows [ph, ph + H) x columns
+// [pw, pw + W)) all hold z_x, so every tap of the GEMM reads inside the buffer. Grid: x over
+// the CHUNK-byte (16) pieces of one padded row, y = padded row, z = image.
+template <int CHUNK>
+__global__ void conv_int_fill_border(unsigned char* __restrict__ xn, int H, int W, int Hp, int Wp,
+                                     int ph, int pw, int row_chunks, unsigned zx_pattern) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= row_chunks) return;
+    const int hq = blockIdx.y;
+    const int wq = i / (row_chunks / Wp);
+    if (hq >= ph && hq < ph + H && wq >= pw && wq < pw + W) return;
+    const long long at = (static_cast<long long>(blockIdx.z) * Hp + hq) * row_chunks + i;
+    static_assert(CHUNK == sizeof(uint4), "one 16-byte store per piece");
+    reinterpret_cast<uint4*>(xn)[at] = make_uint4(zx_pattern, zx_pattern, zx_pattern, zx_pattern);
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+template __global__ void dml::conv_int_prep_x<true>(const unsigned char*, unsigned char*, int, int,
+                                               int, int, int, int, int, int, int, unsigned,
+                                               long long, long long, long long, long long);
+template __global__ void dml::conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
+                                                int, int, int, int, int, int, int, unsigned,
+                                                long long, long long, long long, long long);
+template __global__ void dml::conv_int_fill_border<16>(unsigned char*, int, int, int, int, int,
+                                                      int, int, unsigned);
+template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
+                                               int*, int, int, int, int, int, long long,
+                                               long long, long long, long long);
+#endif
