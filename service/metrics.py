@@ -11,6 +11,7 @@ counts batch items, `execution_count` executions (a dynamic batch counts once, s
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,6 +106,7 @@ class Metrics:
         )  # fmt: skip
         # Labelled children by label values: `.labels()` costs a lock and a few dict lookups.
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._series: dict[tuple[str, str], _Series] = {}
 
     def bind_gauges(self, queued: Callable[[], int], gpu_bytes: Callable[[], int | None]) -> None:
         """Gauges read at scrape time from the live limiter and backend."""
@@ -152,25 +154,28 @@ class Metrics:
         """Record one finished operator request (in the model's statistics too, if given)."""
         if statistics is not None:
             statistics.record(status == 200, seconds, timings, batch, executions, execution_batch)
-        c, v = self.child, _VERSION
-        c(self.requests, operator, str(status)).inc()
-        c(self.latency, operator).observe(seconds)
-        c(self.bytes_in, operator).inc(bytes_in)
-        c(self.bytes_out, operator).inc(bytes_out)
-        c(self.nv_request_us, model, v).inc(seconds * 1e6)
+        series = self._series.get((operator, model))
+        if series is None:
+            series = self._series[operator, model] = _Series(self, operator, model)
+        series.requests(status).inc()
+        series.latency.observe(seconds)
+        series.bytes_in.inc(bytes_in)
+        series.bytes_out.inc(bytes_out)
+        series.request_us.inc(seconds * 1e6)
         if timings is not None:
-            for stage in ("queue", "transfer", "compute"):
-                c(self.stage, operator, stage).observe(getattr(timings, stage))
-            c(self.nv_queue_us, model, v).inc(timings.queue * 1e6)
-            c(self.nv_input_us, model, v).inc(timings.compute_input * 1e6)
-            c(self.nv_infer_us, model, v).inc(timings.compute * 1e6)
-            c(self.nv_output_us, model, v).inc(timings.compute_output * 1e6)
+            series.queue.observe(timings.queue)
+            series.transfer.observe(timings.transfer)
+            series.compute.observe(timings.compute)
+            series.queue_us.inc(timings.queue * 1e6)
+            series.input_us.inc(timings.compute_input * 1e6)
+            series.infer_us.inc(timings.compute * 1e6)
+            series.output_us.inc(timings.compute_output * 1e6)
         if status == 200:
-            c(self.nv_success, model, v).inc()
-            c(self.nv_count, model, v).inc(batch)
-            c(self.nv_exec, model, v).inc(executions)
+            series.success.inc()
+            series.count.inc(batch)
+            series.exec.inc(executions)
         else:
-            c(self.nv_failure, model, v, reason or str(status)).inc()
+            self.child(self.nv_failure, model, _VERSION, reason or str(status)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -184,10 +189,43 @@ class Metrics:
         ids = {id(m) for m in labelled}
         for key in [k for k in self._children if k[0] in ids and k[1] == model]:
             del self._children[key]
+        for key in [k for k in self._series if k[1] == model]:
+            del self._series[key]
 
     def _by_model(self) -> list[Any]:
         """Every metric with a `model` label (found, so a metric added later is not missed)."""
         return [m for m in vars(self).values() if "model" in getattr(m, "_labelnames", ())]
+
+
+class _Series:
+    """The children one (operator, model) pair updates on every request, looked up once:
+    each `.labels()` lookup costs about what the update does."""
+
+    def __init__(self, metrics: Metrics, operator: str, model: str) -> None:
+        c, v = metrics.child, _VERSION
+        self._requests = functools.partial(c, metrics.requests, operator)
+        self._by_status: dict[int, Any] = {}
+        self.latency = c(metrics.latency, operator)
+        self.bytes_in = c(metrics.bytes_in, operator)
+        self.bytes_out = c(metrics.bytes_out, operator)
+        self.request_us = c(metrics.nv_request_us, model, v)
+        self.queue, self.transfer, self.compute = (
+            c(metrics.stage, operator, stage) for stage in ("queue", "transfer", "compute")
+        )
+        self.queue_us = c(metrics.nv_queue_us, model, v)
+        self.input_us = c(metrics.nv_input_us, model, v)
+        self.infer_us = c(metrics.nv_infer_us, model, v)
+        self.output_us = c(metrics.nv_output_us, model, v)
+        self.success = c(metrics.nv_success, model, v)
+        self.count = c(metrics.nv_count, model, v)
+        self.exec = c(metrics.nv_exec, model, v)
+
+    def requests(self, status: int) -> Any:
+        """The request counter of `status`."""
+        found = self._by_status.get(status)
+        if found is None:
+            found = self._by_status[status] = self._requests(str(status))
+        return found
 
 
 class Observation:
