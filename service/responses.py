@@ -103,6 +103,12 @@ def render_json(doc: Any) -> list[bytes]:
     text = orjson.dumps(doc, default=default)
     if not arrays:
         return [text]
+    if all(_as_is(a) for a in arrays):
+        # Every array is one small piece that orjson writes exactly as `array_text` would:
+        # the whole document in one call, without the marker's split and join.
+        whole = orjson.dumps(doc, option=JSON_OPTIONS)
+        if len(whole) < _JOIN_BELOW:
+            return [whole]
     parts = text.split(_MARKER_JSON)
     pieces = [parts[0]]
     for array, after in zip(arrays, parts[1:], strict=True):
@@ -111,6 +117,23 @@ def render_json(doc: Any) -> list[bytes]:
     if sum(len(p) for p in pieces) < _JOIN_BELOW:
         return [b"".join(pieces)]
     return pieces
+
+
+def _as_is(array: np.ndarray) -> bool:
+    """Whether orjson writes `array` (natively) as `array_text` does: flat, contiguous, one
+    piece, and no non-finite floats (orjson writes those as null)."""
+    return (
+        array.ndim == 1
+        and array.size <= _AS_IS_ELEMENTS
+        and array.flags.c_contiguous
+        and array.dtype.isnative
+        and (array.dtype.kind != "f" or bool(np.isfinite(array).all()))
+    )
+
+
+#: Elements of an array written in the same call as the document around it (at most 25
+#: bytes of text each: the document stays under `_JOIN_BELOW`).
+_AS_IS_ELEMENTS = 1 << 11
 
 
 def array_text(array: np.ndarray) -> list[bytes]:
