@@ -104,10 +104,11 @@ def render_json(doc: Any) -> list[bytes]:
     if not arrays:
         return [text]
     if all(_as_is(a) for a in arrays):
-        # Every array is one small piece that orjson writes exactly as `array_text` would:
-        # the whole document in one call, without the marker's split and join.
+        # Every array is one small piece that orjson writes as `array_text` does: the whole
+        # document in one call, without the marker's split and join, unless a non-finite
+        # float is there (orjson writes it as null: the only null an array of numbers holds).
         whole = orjson.dumps(doc, option=JSON_OPTIONS)
-        if len(whole) < _JOIN_BELOW:
+        if len(whole) < _JOIN_BELOW and b"null" not in whole:
             return [whole]
     parts = text.split(_MARKER_JSON)
     pieces = [parts[0]]
@@ -120,14 +121,13 @@ def render_json(doc: Any) -> list[bytes]:
 
 
 def _as_is(array: np.ndarray) -> bool:
-    """Whether orjson writes `array` (natively) as `array_text` does: flat, contiguous, one
-    piece, and no non-finite floats (orjson writes those as null)."""
+    """Whether orjson writes `array` (natively) as `array_text` does, non-finite floats
+    aside: flat, contiguous and one piece."""
     return (
         array.ndim == 1
         and array.size <= _AS_IS_ELEMENTS
         and array.flags.c_contiguous
         and array.dtype.isnative
-        and (array.dtype.kind != "f" or bool(np.isfinite(array).all()))
     )
 
 

@@ -48,6 +48,12 @@ def test_non_finite_floats_keep_their_literals(
     assert text == _general(doc, monkeypatch)
     literal = {"nan": b"NaN", "inf": b"Infinity", "-inf": b"-Infinity"}[str(value)]
     assert b"[1.5," + literal + b",-0.0]" in text
+    # A null of the document's own (a client's id) beside finite numbers: written as it is.
+    doc = {"id": "null", "parameters": None, "outputs": [{"data": np.ones(2, np.float32)}]}
+    assert (
+        b"".join(render_json(doc))
+        == b'{"id":"null","parameters":null,"outputs":[{"data":[1.0,1.0]}]}'
+    )
 
 
 def test_views_are_written_as_their_elements(
