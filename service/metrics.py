@@ -1,5 +1,5 @@
-"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process), and
-the observation that records each operator request in them, whatever way it ends.
+"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process); each
+operator request is recorded in them by an `observation.Observation`.
 
 Names follow Triton's where Triton has one (`nv_inference_*`, microsecond counters labelled by
 model and version), so existing Triton dashboards read dmlserve; histograms and service-level
@@ -11,17 +11,17 @@ counts batch items, `execution_count` executions (a dynamic batch counts once, s
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 
-from dmlserve.service.errors import ServiceError
-from dmlserve.service.work import Outcome, Timings
+from dmlserve.service.observation import Recorder
+from dmlserve.service.work import Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _VERSION = "1"  # every model has the one version
@@ -32,7 +32,7 @@ class Metrics:
     """Every metric the service exports."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = _Registry(self.flush)
         r = self.registry
         model = ["model", "version"]
         self.requests = Counter(
@@ -106,7 +106,8 @@ class Metrics:
         )  # fmt: skip
         # Labelled children by label values: `.labels()` costs a lock and a few dict lookups.
         self._children: dict[tuple[Any, ...], Any] = {}
-        self._series: dict[tuple[str, str], _Series] = {}
+        # What each request records, written into the series above at each collection.
+        self.recorder = Recorder(self)
 
     def bind_gauges(self, queued: Callable[[], int], gpu_bytes: Callable[[], int | None]) -> None:
         """Gauges read at scrape time from the live limiter and backend."""
@@ -135,47 +136,9 @@ class Metrics:
         """The pending-request gauge of `model`."""
         return self.child(self.nv_pending, model, _VERSION)
 
-    def observe(
-        self,
-        *,
-        operator: str,
-        model: str,
-        status: int,
-        seconds: float,
-        timings: Timings | None,
-        batch: int,
-        bytes_in: int,
-        bytes_out: int,
-        reason: str = "",
-        executions: int = 1,
-        execution_batch: int = 0,
-        statistics: ModelStatistics | None = None,
-    ) -> None:
-        """Record one finished operator request (in the model's statistics too, if given)."""
-        if statistics is not None:
-            statistics.record(status == 200, seconds, timings, batch, executions, execution_batch)
-        series = self._series.get((operator, model))
-        if series is None:
-            series = self._series[operator, model] = _Series(self, operator, model)
-        series.requests(status).inc()
-        series.latency.observe(seconds)
-        series.bytes_in.inc(bytes_in)
-        series.bytes_out.inc(bytes_out)
-        series.request_us.inc(seconds * 1e6)
-        if timings is not None:
-            series.queue.observe(timings.queue)
-            series.transfer.observe(timings.transfer)
-            series.compute.observe(timings.compute)
-            series.queue_us.inc(timings.queue * 1e6)
-            series.input_us.inc(timings.compute_input * 1e6)
-            series.infer_us.inc(timings.compute * 1e6)
-            series.output_us.inc(timings.compute_output * 1e6)
-        if status == 200:
-            series.success.inc()
-            series.count.inc(batch)
-            series.exec.inc(executions)
-        else:
-            self.child(self.nv_failure, model, _VERSION, reason or str(status)).inc()
+    def flush(self) -> None:
+        """Write what requests recorded into the series (before every collection)."""
+        self.recorder.flush()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -183,111 +146,30 @@ class Metrics:
     def remove_model(self, model: str) -> None:
         """Drop every series labelled with `model` (it was deleted): what the metrics hold
         stays bounded by the models that exist."""
+        self.flush()  # its requests stay counted by operator
+        self.recorder.forget(model)
         labelled = self._by_model()
         for metric in labelled:
             metric.remove_by_labels({"model": model})
         ids = {id(m) for m in labelled}
         for key in [k for k in self._children if k[0] in ids and k[1] == model]:
             del self._children[key]
-        for key in [k for k in self._series if k[1] == model]:
-            del self._series[key]
 
     def _by_model(self) -> list[Any]:
         """Every metric with a `model` label (found, so a metric added later is not missed)."""
         return [m for m in vars(self).values() if "model" in getattr(m, "_labelnames", ())]
 
 
-class _Series:
-    """The children one (operator, model) pair updates on every request, looked up once:
-    each `.labels()` lookup costs about what the update does."""
+class _Registry(CollectorRegistry):
+    """A registry that has `before_collect` run first whenever it is collected."""
 
-    def __init__(self, metrics: Metrics, operator: str, model: str) -> None:
-        c, v = metrics.child, _VERSION
-        self._requests = functools.partial(c, metrics.requests, operator)
-        self._by_status: dict[int, Any] = {}
-        self.latency = c(metrics.latency, operator)
-        self.bytes_in = c(metrics.bytes_in, operator)
-        self.bytes_out = c(metrics.bytes_out, operator)
-        self.request_us = c(metrics.nv_request_us, model, v)
-        self.queue, self.transfer, self.compute = (
-            c(metrics.stage, operator, stage) for stage in ("queue", "transfer", "compute")
-        )
-        self.queue_us = c(metrics.nv_queue_us, model, v)
-        self.input_us = c(metrics.nv_input_us, model, v)
-        self.infer_us = c(metrics.nv_infer_us, model, v)
-        self.output_us = c(metrics.nv_output_us, model, v)
-        self.success = c(metrics.nv_success, model, v)
-        self.count = c(metrics.nv_count, model, v)
-        self.exec = c(metrics.nv_exec, model, v)
+    def __init__(self, before_collect: Callable[[], None]) -> None:
+        super().__init__(auto_describe=True)
+        self._before_collect = before_collect
 
-    def requests(self, status: int) -> Any:
-        """The request counter of `status`."""
-        found = self._by_status.get(status)
-        if found is None:
-            found = self._by_status[status] = self._requests(str(status))
-        return found
-
-
-class Observation:
-    """Records one operator request in the metrics, whatever way it ends."""
-
-    def __init__(
-        self,
-        metrics: Metrics,
-        bytes_in: int,
-        operator: str,
-        model: str,
-        statistics: ModelStatistics | None = None,
-    ) -> None:
-        self.metrics = metrics
-        self.operator = operator or "unknown"
-        self.model = model
-        self.statistics = statistics
-        self.bytes_in = bytes_in
-        self.bytes_out = 0
-        self.batch = 0
-        self.executions = 1
-        self.execution_batch = 0
-        self.timings: Timings | None = None
-
-    def __enter__(self) -> Observation:
-        self.start = time.perf_counter()
-        self.metrics.in_flight.inc()
-        return self
-
-    def finished(self, outcome: Outcome, bytes_out: int) -> None:
-        work = outcome.work
-        self.timings = work.timings
-        self.bytes_out = bytes_out
-        out = work.operator.output_tensor
-        # A model without a variable batch runs one inference per request, as in Triton.
-        batched = self.statistics is None or self.statistics.batched
-        self.batch = out.sizes[0] if out is not None and batched else 1
-        self.executions = work.executions
-        self.execution_batch = work.execution_batch or self.batch
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self.metrics.in_flight.dec()
-        if exc is None:
-            status, reason = 200, ""
-        elif isinstance(exc, ServiceError):
-            status, reason = exc.status, exc.code
-        else:
-            status, reason = 500, "internal"
-        self.metrics.observe(
-            operator=self.operator,
-            model=self.model or self.operator,
-            status=status,
-            seconds=time.perf_counter() - self.start,
-            timings=self.timings if status == 200 else None,
-            batch=self.batch,
-            bytes_in=self.bytes_in,
-            bytes_out=self.bytes_out,
-            reason=reason,
-            executions=self.executions,
-            execution_batch=self.execution_batch,
-            statistics=self.statistics,
-        )
+    def collect(self) -> Iterator[Metric]:
+        self._before_collect()
+        yield from super().collect()
 
 
 #: Distinct batch sizes a model's `batch_stats` keeps (a client chooses them; the table must

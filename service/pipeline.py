@@ -38,7 +38,7 @@ from dmlserve.service.errors import (
     from_kernels,
     host_out_of_memory,
 )
-from dmlserve.service.metrics import Observation
+from dmlserve.service.observation import Observation
 from dmlserve.service.work import Outcome, Work
 
 if TYPE_CHECKING:
