@@ -7,12 +7,14 @@ generator sharing the cores. `--profile` runs the same under cProfile and prints
 with the most time per request (own and cumulative, in microseconds).
 
     python bench/service_profile.py --case small
+    python bench/service_profile.py --case small --app bare      # the baseline, same driver
     python bench/service_profile.py --case conv-gzip --profile 25
 
 Cases: `small` (a 1x1x4x4 FLOAT32 PADDING as JSON, `/v1/execute`), `conv-gzip` (a
 CONVOLUTION_INTEGER whose 800 KB INT32 output goes back in the binary framing to a client
 that accepts gzip, as httpx does by default), `batched` (a 1x1x4x4 PADDING registered with
-dynamic batching, executed by name).
+dynamic batching, executed by name). `--app bare` drives `bench/bare_app.py` instead (`small`
+and `batched` only: its `/pad` and `/models/pad/execute`), the same work without the service.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from typing import Any
 import numpy as np
 
 from dmlserve.service import Settings, create_app
+
+#: The bare app's endpoint for each case it serves.
+BARE_PATHS = {"small": "/pad", "batched": "/models/pad/execute"}
 
 PAD = {
     "type": "PADDING",
@@ -128,7 +133,12 @@ async def _call(app: Any, method: str, path: str, body: bytes, headers: list[Any
 
 async def drive(args: argparse.Namespace) -> None:
     path, body, headers, registration = CASES[args.case]()
-    app = create_app(Settings(backend="numpy", log_level="warning", max_queue=4096))
+    if args.app == "bare":
+        from bare_app import app
+
+        path, registration = BARE_PATHS[args.case], None
+    else:
+        app = create_app(Settings(backend="numpy", log_level="warning", max_queue=4096))
     async with app.router.lifespan_context(app):
         if registration is not None:
             reg = json.dumps(registration).encode()
@@ -145,24 +155,32 @@ async def drive(args: argparse.Namespace) -> None:
         per_task = max(1, args.requests // args.concurrency)
         await asyncio.gather(*(worker(per_task // 10) for _ in range(args.concurrency)))  # warm
         profile = cProfile.Profile() if args.profile else None
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        if profile:
-            profile.enable()
-        await asyncio.gather(*(worker(per_task) for _ in range(args.concurrency)))
-        if profile:
-            profile.disable()
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        registry = app.state.dmlserve.metrics.registry
-        model = {"model": registration["name"] if registration else "PADDING", "version": "1"}
-        executions = registry.get_sample_value("nv_inference_exec_count", model)
-        requests = registry.get_sample_value("nv_inference_request_success", model)
+        rounds = []
+        for _ in range(args.rounds):
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            if profile:
+                profile.enable()
+            await asyncio.gather(*(worker(per_task) for _ in range(args.concurrency)))
+            if profile:
+                profile.disable()
+            rounds.append((time.process_time() - cpu0, time.perf_counter() - wall0))
+        executions = requests = None
+        if args.app == "dmlserve":
+            registry = app.state.dmlserve.metrics.registry
+            model = {"model": registration["name"] if registration else "PADDING", "version": "1"}
+            executions = registry.get_sample_value("nv_inference_exec_count", model)
+            requests = registry.get_sample_value("nv_inference_request_success", model)
     n = per_task * args.concurrency
-    print(f"{args.case}: {n} requests, {args.concurrency} concurrent")
-    print(f"CPU per request: {cpu / n * 1e6:.0f} us; wall per request: {wall / n * 1e6:.0f} us")
+    print(f"{args.app} {args.case}: {n} requests a round, {args.concurrency} concurrent")
+    for cpu, wall in rounds:
+        print(f"CPU per request: {cpu / n * 1e6:.0f} us; wall per request: {wall / n * 1e6:.0f} us")
+    if len(rounds) > 1:
+        # The least disturbed round: other work on the machine only ever adds time.
+        print(f"least CPU per request over {len(rounds)} rounds: {min(rounds)[0] / n * 1e6:.0f} us")
     if executions and requests:
         print(f"requests per execution (all, warm-up included): {requests / executions:.1f}")
     if profile:
-        _print_profile(profile, n, args.profile)
+        _print_profile(profile, n * len(rounds), args.profile)
 
 
 def _print_profile(profile: cProfile.Profile, n: int, top: int) -> None:
@@ -182,10 +200,15 @@ def _print_profile(profile: cProfile.Profile, n: int, top: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--case", choices=list(CASES), default="small")
+    p.add_argument("--app", choices=["dmlserve", "bare"], default="dmlserve")
     p.add_argument("--requests", type=int, default=4000)
     p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=1, help="measured rounds (the least is shown)")
     p.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile, TOP rows")
-    asyncio.run(drive(p.parse_args()))
+    args = p.parse_args()
+    if args.app == "bare" and args.case not in BARE_PATHS:
+        p.error(f"the bare app serves only {', '.join(BARE_PATHS)}")
+    asyncio.run(drive(args))
 
 
 if __name__ == "__main__":

@@ -57,12 +57,21 @@ def floats(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndar
         big = np.fromiter((type(v) is int and abs(v) > _EXACT_FLOAT_INT for v in flat), bool)
         _refuse_first(big, loc, f"an integer is too large to be represented as {dt.value}")
     wide = np.asarray(flat, dtype=np.float64)
-    if dt.numpy == wide.dtype:
+    target = dt.numpy
+    if target == wide.dtype:
         return wide
+    # Nothing to overflow when every magnitude is within the type's largest value (NaN and
+    # the infinities fail this test and take the checked cast below).
+    if not wide.size or np.maximum.reduce(np.abs(wide)) <= _LARGEST[target.itemsize]:
+        return wide.astype(target)
     with np.errstate(over="ignore"):
-        buffer = wide.astype(dt.numpy)
+        buffer = wide.astype(target)
     _refuse_first(np.isfinite(wide) & ~np.isfinite(buffer), loc, _outside(dt))
     return buffer
+
+
+#: The largest finite FLOAT16 and FLOAT32 values, by item size.
+_LARGEST = {n: float(np.finfo(f"<f{n}").max) for n in (2, 4)}
 
 
 _EXACT_FLOAT_INT = 2**53

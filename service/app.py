@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
+from starlette.middleware import Middleware
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from dmlserve import __version__
 from dmlserve.kernels import BackendUnavailableError, Operator
@@ -56,6 +58,21 @@ class StartupError(RuntimeError):
     """The service cannot start as configured (e.g. the requested backend is unavailable)."""
 
 
+class ServiceApp(FastAPI):
+    """FastAPI, with the operator endpoints' POSTs answered by `direct` before FastAPI's own
+    layers (through the same service middleware as every other request)."""
+
+    direct: DirectRoutes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        direct = self.direct
+        if direct is not None and scope["type"] == "http" and direct.match(scope):
+            scope["app"] = self  # what Starlette sets first: `Request.app` reads it
+            await direct.stack(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service. Start-up work (backend choice, warm-up) runs in the lifespan."""
     settings = settings or get_settings()
@@ -91,7 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.shared_memory.close()
             logger.info("shut down")
 
-    app = FastAPI(
+    app = ServiceApp(
         title="dmlserve",
         version=__version__,
         description=DESCRIPTION,
@@ -102,12 +119,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.dmlserve = state
     install_error_handlers(app)
     app.add_exception_handler(404, landing.on_unknown_route)
-    # Innermost: the operator endpoints' POSTs skip FastAPI's router (the others reach it).
-    app.add_middleware(DirectRoutes, routers=(v1.router, v2.router))
-    # gzip only when the client asks; Starlette never emits brotli, which tritonclient can't read.
-    app.add_middleware(Compression, minimum_size=1024)
-    app.add_middleware(Guard, state=state)  # inside the access log, which then sees its status
-    app.add_middleware(RequestContextMiddleware)
+    middleware = [
+        Middleware(RequestContextMiddleware),
+        Middleware(Guard, state=state),  # inside the access log, which then sees its status
+        # gzip only when the client asks; Starlette never emits brotli (tritonclient can't read it).
+        Middleware(Compression, minimum_size=1024),
+    ]
+    for m in reversed(middleware):
+        app.add_middleware(m.cls, *m.args, **m.kwargs)
     app.include_router(v1.router)
     app.include_router(v2.health)
     app.include_router(v2.router)
@@ -116,6 +135,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(system.router)
     app.mount(system.SWAGGER_PREFIX, StaticFiles(directory=system.STATIC_DIR / "swagger-ui"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    # The operator endpoints' POSTs skip FastAPI's layers (every other request passes them).
+    app.direct = DirectRoutes((v1.router, v2.router), middleware)
     return app
 
 

@@ -35,8 +35,9 @@ import numpy as np
 
 from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.wire import HostTensor, Layout
+from dmlserve.service.concurrency import NO_COUNT, Pending
 from dmlserve.service.cost import placement
-from dmlserve.service.errors import GatewayTimeoutError, QueueFullError
+from dmlserve.service.errors import GatewayTimeoutError
 from dmlserve.service.schemas import Batching
 from dmlserve.service.work import Outcome, Timings, Work
 
@@ -98,9 +99,11 @@ def split(output: np.ndarray, members: list[Work]) -> list[np.ndarray]:
 class _Entry:
     """One queued request."""
 
-    __slots__ = ("work", "items", "out_bytes", "future", "enqueued", "on_dequeue", "queued")
+    __slots__ = ("work", "items", "out_bytes", "future", "enqueued", "pending", "queued")
 
-    def __init__(self, work: Work, future: asyncio.Future[np.ndarray], now: float) -> None:
+    def __init__(
+        self, work: Work, future: asyncio.Future[np.ndarray], now: float, pending: Pending
+    ) -> None:
         out = work.operator.output_tensor
         assert out is not None
         self.work = work
@@ -109,11 +112,7 @@ class _Entry:
         self.future = future
         self.enqueued = now
         self.queued = True
-        self.on_dequeue: Callable[[], None] = _nothing
-
-
-def _nothing() -> None:
-    pass
+        self.pending = pending
 
 
 class Batcher:
@@ -147,17 +146,14 @@ class Batcher:
             and not any(is_cupy_array(work.inputs[n].buffer) for n in self.batched)
         )
 
-    async def submit(self, work: Work, on_dequeue: Callable[[], None] = _nothing) -> Outcome:
-        """Queue `work`; its share of the batch it ran in."""
+    async def submit(self, work: Work, pending: Pending = NO_COUNT) -> Outcome:
+        """Queue `work`; its share of the batch it ran in. `pending` counts it while it waits
+        for its batch to start."""
         limiter = self.state.limiter
-        try:
-            limiter.refuse_if_full()
-        except QueueFullError:
-            on_dequeue()  # refused: it never waited
-            raise
+        limiter.refuse_if_full()
         now = self.clock.now()
-        entry = _Entry(work, asyncio.get_running_loop().create_future(), now)
-        entry.on_dequeue = on_dequeue
+        entry = _Entry(work, asyncio.get_running_loop().create_future(), now, pending)
+        pending.inc()
         timer = self.clock.call_at(now + self.state.settings.request_timeout_s,
                                    lambda: self._expire(entry))  # fmt: skip
         self._queue.append(entry)
@@ -194,7 +190,7 @@ class Batcher:
         entry.queued = False
         self._items -= entry.items
         self.state.limiter.waiting -= 1
-        entry.on_dequeue()
+        entry.pending.dec()
 
     # --- the dispatcher: one task while requests wait ------------------------------------
 

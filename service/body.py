@@ -9,13 +9,15 @@ body is never read).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import zlib
 from dataclasses import dataclass
 from typing import Literal
 
 import anyio.to_thread
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
+from starlette.types import Receive
 
 from dmlserve.kernels.wire import HEADER_LENGTH, BinarySection, parse_header_length, split_framed
 from dmlserve.service.errors import (
@@ -56,21 +58,25 @@ async def read_body(
 
     A `control` request (a JSON body that carries no tensors) may also be labelled `FORM`.
     """
-    kind = _body_kind(request, control)
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    head = _Head(request.scope["headers"])
+    kind = head.kind(control)
+    encoding = head.encoding
     if encoding not in ("identity", "gzip", "deflate", "x-gzip"):
         raise UnsupportedMediaTypeError(
             f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none"
         )
-    declared = request.headers.get("content-length")
+    declared = head.length
     if declared is not None and _DIGITS.match(declared) and int(declared) > limit:
         raise PayloadTooLargeError("max_request_bytes", limit, int(declared), "request body")
-    with anyio.move_on_after(timeout_s) as deadline:
-        raw = await _read_limited(request, limit)
-    if deadline.cancelled_caught:
+    try:
+        # asyncio's own timeout: a tenth of the cost of a cancel scope, and the service runs
+        # on asyncio (uvicorn, grpc.aio).
+        async with asyncio.timeout(timeout_s):
+            raw = await _read_limited(request.receive, limit)
+    except TimeoutError:
         raise RequestTimeoutError(
             f"the request body did not arrive within body_timeout_s = {timeout_s:g} s"
-        )
+        ) from None
     received = len(raw)
     if encoding != "identity":
         # Always off the loop: a small compressed body can inflate to the whole limit.
@@ -78,7 +84,7 @@ async def read_body(
     view = memoryview(raw)
     if kind == "json":
         return Body("json", view, memoryview(b""), received)
-    lengths = set(request.headers.getlist(HEADER_LENGTH))
+    lengths = set(head.header_lengths)
     if len(lengths) > 1:
         raise BadRequestError(f"{HEADER_LENGTH} is given more than once, with different values")
     with kernel_errors():
@@ -86,38 +92,71 @@ async def read_body(
     return Body("binary", header, binary, received)
 
 
-def _body_kind(request: Request, control: bool = False) -> Literal["json", "binary"]:
-    """JSON or KServe binary framing, from the headers; 415 for anything else.
-
-    tritonclient's sync client sends no Content-Type at all and its async client sends
-    application/octet-stream even for a pure-JSON body; a binary body is known by
-    Inference-Header-Content-Length.
-    """
-    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if control and ctype == FORM:
-        return "json"
-    if ctype not in ("", "application/json", "application/octet-stream"):
-        raise UnsupportedMediaTypeError(
-            f"Content-Type {ctype!r} is not supported; send application/json, or "
-            "application/octet-stream with Inference-Header-Content-Length"
-        )
-    return "binary" if HEADER_LENGTH in request.headers else "json"
+_HEADER_LENGTH = HEADER_LENGTH.lower().encode("latin-1")
 
 
-async def _read_limited(request: Request, limit: int) -> bytes:
+class _Head:
+    """What reading a body needs of the request headers, found in one pass over them (the
+    first of each, as Starlette's `Headers.get` finds it; every framing header)."""
+
+    __slots__ = ("content_type", "encoding", "length", "header_lengths")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        ctype = encoding = length = None
+        self.header_lengths: list[str] = []
+        for key, value in raw:
+            if key == b"content-type":
+                ctype = value if ctype is None else ctype
+            elif key == b"content-length":
+                length = value if length is None else length
+            elif key == b"content-encoding":
+                encoding = value if encoding is None else encoding
+            elif key == _HEADER_LENGTH:
+                self.header_lengths.append(value.decode("latin-1"))
+        self.content_type = (ctype or b"").decode("latin-1")
+        self.encoding = (encoding or b"identity").decode("latin-1").strip().lower()
+        self.length = length.decode("latin-1") if length is not None else None
+
+    def kind(self, control: bool = False) -> Literal["json", "binary"]:
+        """JSON or KServe binary framing, from the headers; 415 for anything else.
+
+        tritonclient's sync client sends no Content-Type at all and its async client sends
+        application/octet-stream even for a pure-JSON body; a binary body is known by
+        Inference-Header-Content-Length.
+        """
+        ctype = self.content_type.split(";", 1)[0].strip().lower()
+        if control and ctype == FORM:
+            return "json"
+        if ctype not in ("", "application/json", "application/octet-stream"):
+            raise UnsupportedMediaTypeError(
+                f"Content-Type {ctype!r} is not supported; send application/json, or "
+                "application/octet-stream with Inference-Header-Content-Length"
+            )
+        return "binary" if self.header_lengths else "json"
+
+
+async def _read_limited(receive: Receive, limit: int) -> bytes:
+    """The body's bytes from the ASGI channel (what `Request.stream` yields, without its
+    generator); abandoned as soon as they pass `limit`."""
     chunks: list[bytes] = []
     size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                # Stop reading: the rest of the body is never pulled off the socket.
-                raise PayloadTooLargeError("max_request_bytes", limit, None, "request body")
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            # Nobody reads the answer; it ends the request (and its access-log line) as a 400.
+            raise BadRequestError("the client closed the connection before the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            # Stop reading: the rest of the body is never pulled off the socket.
+            raise PayloadTooLargeError("max_request_bytes", limit, None, "request body")
+        if chunk:
             chunks.append(chunk)
-    except ClientDisconnect:
-        # Nobody reads the answer; it ends the request (and its access-log line) as a 400.
-        raise BadRequestError("the client closed the connection before the whole body") from None
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not message.get("more_body", False):
+            break
+    if len(chunks) == 1:
+        return chunks[0]
+    return b"".join(chunks)
 
 
 def _decompress(raw: bytes, encoding: str, limit: int) -> bytes:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -54,8 +54,23 @@ async def offload(size: int, fn: Callable[..., T], *args: Any) -> T:
     return await anyio.to_thread.run_sync(fn, *args)
 
 
-def _nothing() -> None:
-    pass
+class Pending(Protocol):
+    """A count of the requests waiting for a slot (the metrics' pending-request gauge)."""
+
+    def inc(self) -> None: ...
+
+    def dec(self) -> None: ...
+
+
+class _NoCount:
+    def inc(self) -> None:
+        pass
+
+    def dec(self) -> None:
+        pass
+
+
+NO_COUNT: Pending = _NoCount()
 
 
 class ComputeLimiter:
@@ -83,21 +98,22 @@ class ComputeLimiter:
         timings: Timings,
         *,
         inline: bool = False,
-        on_dequeue: Callable[[], None] = _nothing,
+        pending: Pending = NO_COUNT,
     ) -> T:
         """Run `fn` under a slot within `timeout_s` of queueing: in a worker thread, or with
         `inline` on the event loop (only for work bounded as tiny).
 
-        `on_dequeue` runs once the request leaves the queue (slot acquired, or given up).
+        `pending` counts the request while it waits in the queue (a request that finds a free
+        slot for inline work never waits).
         """
         token = object()
         # Inline with a free slot and nobody waiting: take it without yielding to the event
         # loop (or setting up a time limit), so acquire, work and release are one uninterrupted
         # step: no slot held across a loop turn, where other requests would queue behind it.
-        if not (inline and self._take_free_slot(token, on_dequeue)):
+        if not (inline and self._take_free_slot(token)):
             try:
                 with anyio.fail_after(timeout_s):
-                    await self._queue(token, timings, on_dequeue)
+                    await self._queue(token, timings, pending)
                     if not inline:
                         return await self._in_thread(fn, token)
             except TimeoutError:
@@ -107,12 +123,11 @@ class ComputeLimiter:
         finally:
             self._slots.release_on_behalf_of(token)
 
-    def _take_free_slot(self, token: object, on_dequeue: Callable[[], None]) -> bool:
+    def _take_free_slot(self, token: object) -> bool:
         try:
             self._slots.acquire_on_behalf_of_nowait(token)
         except anyio.WouldBlock:
             return False
-        on_dequeue()
         return True
 
     def refuse_if_full(self) -> None:
@@ -124,20 +139,17 @@ class ComputeLimiter:
                 self.retry_after_s,
             )
 
-    async def _queue(self, token: object, timings: Timings, on_dequeue: Callable[[], None]) -> None:
+    async def _queue(self, token: object, timings: Timings, pending: Pending) -> None:
         """Wait for a slot, or 429 at once when the queue is full."""
-        try:
-            self.refuse_if_full()
-        except QueueFullError:
-            on_dequeue()  # refused: it never waited
-            raise
+        self.refuse_if_full()
         start = time.perf_counter()
         self.waiting += 1
+        pending.inc()
         try:
             await self._slots.acquire_on_behalf_of(token)
         finally:
             self.waiting -= 1
-            on_dequeue()
+            pending.dec()
         timings.queue = time.perf_counter() - start
 
     # --- for a batcher: it queues its requests itself, then runs each batch under one slot ---

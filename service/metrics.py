@@ -1,5 +1,5 @@
-"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process), and
-the observation that records each operator request in them, whatever way it ends.
+"""Prometheus metrics, one CollectorRegistry per app (tests run many apps in one process); each
+operator request is recorded in them by an `observation.Observation`.
 
 Names follow Triton's where Triton has one (`nv_inference_*`, microsecond counters labelled by
 model and version), so existing Triton dashboards read dmlserve; histograms and service-level
@@ -12,15 +12,16 @@ counts batch items, `execution_count` executions (a dynamic batch counts once, s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 
-from dmlserve.service.errors import ServiceError
-from dmlserve.service.work import Outcome, Timings
+from dmlserve.service.observation import Recorder
+from dmlserve.service.work import Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _VERSION = "1"  # every model has the one version
@@ -31,7 +32,7 @@ class Metrics:
     """Every metric the service exports."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = _Registry(self.flush)
         r = self.registry
         self.requests = Counter(
             "dmlserve_requests", "Requests that ran an operator, by operator and HTTP status",
@@ -97,6 +98,8 @@ class Metrics:
         )
         # Labelled children by label values: `.labels()` costs a lock and a few dict lookups.
         self._children: dict[tuple[Any, ...], Any] = {}
+        # What each request records, written into the series above at each collection.
+        self.recorder = Recorder(self)
 
     def bind_gauges(self, queued: Callable[[], int], gpu_bytes: Callable[[], int | None]) -> None:
         """Gauges read at scrape time from the live limiter and backend."""
@@ -125,44 +128,9 @@ class Metrics:
         """The pending-request gauge of `model`."""
         return self.child(self.nv_pending, model, _VERSION)
 
-    def observe(
-        self,
-        *,
-        operator: str,
-        model: str,
-        status: int,
-        seconds: float,
-        timings: Timings | None,
-        batch: int,
-        bytes_in: int,
-        bytes_out: int,
-        reason: str = "",
-        executions: int = 1,
-        execution_batch: int = 0,
-        statistics: ModelStatistics | None = None,
-    ) -> None:
-        """Record one finished operator request (in the model's statistics too, if given)."""
-        if statistics is not None:
-            statistics.record(status == 200, seconds, timings, batch, executions, execution_batch)
-        c, v = self.child, _VERSION
-        c(self.requests, operator, str(status)).inc()
-        c(self.latency, operator).observe(seconds)
-        c(self.bytes_in, operator).inc(bytes_in)
-        c(self.bytes_out, operator).inc(bytes_out)
-        c(self.nv_request_us, model, v).inc(seconds * 1e6)
-        if timings is not None:
-            for stage in ("queue", "transfer", "compute"):
-                c(self.stage, operator, stage).observe(getattr(timings, stage))
-            c(self.nv_queue_us, model, v).inc(timings.queue * 1e6)
-            c(self.nv_input_us, model, v).inc(timings.compute_input * 1e6)
-            c(self.nv_infer_us, model, v).inc(timings.compute * 1e6)
-            c(self.nv_output_us, model, v).inc(timings.compute_output * 1e6)
-        if status == 200:
-            c(self.nv_success, model, v).inc()
-            c(self.nv_count, model, v).inc(batch)
-            c(self.nv_exec, model, v).inc(executions)
-        else:
-            c(self.nv_failure, model, v, reason or str(status)).inc()
+    def flush(self) -> None:
+        """Write what requests recorded into the series (before every collection)."""
+        self.recorder.flush()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -170,6 +138,8 @@ class Metrics:
     def remove_model(self, model: str) -> None:
         """Drop every series labelled with `model` (it was deleted): what the metrics hold
         stays bounded by the models that exist."""
+        self.flush()  # its requests stay counted by operator
+        self.recorder.forget(model)
         labelled = self._by_model()
         for metric in labelled:
             metric.remove_by_labels({"model": model})
@@ -182,66 +152,16 @@ class Metrics:
         return [m for m in vars(self).values() if "model" in getattr(m, "_labelnames", ())]
 
 
-class Observation:
-    """Records one operator request in the metrics, whatever way it ends."""
+class _Registry(CollectorRegistry):
+    """A registry that has `before_collect` run first whenever it is collected."""
 
-    def __init__(
-        self,
-        metrics: Metrics,
-        bytes_in: int,
-        operator: str,
-        model: str,
-        statistics: ModelStatistics | None = None,
-    ) -> None:
-        self.metrics = metrics
-        self.operator = operator or "unknown"
-        self.model = model
-        self.statistics = statistics
-        self.bytes_in = bytes_in
-        self.bytes_out = 0
-        self.batch = 0
-        self.executions = 1
-        self.execution_batch = 0
-        self.timings: Timings | None = None
+    def __init__(self, before_collect: Callable[[], None]) -> None:
+        super().__init__(auto_describe=True)
+        self._before_collect = before_collect
 
-    def __enter__(self) -> Observation:
-        self.start = time.perf_counter()
-        self.metrics.in_flight.inc()
-        return self
-
-    def finished(self, outcome: Outcome, bytes_out: int) -> None:
-        work = outcome.work
-        self.timings = work.timings
-        self.bytes_out = bytes_out
-        out = work.operator.output_tensor
-        # A model without a variable batch runs one inference per request, as in Triton.
-        batched = self.statistics is None or self.statistics.batched
-        self.batch = out.sizes[0] if out is not None and batched else 1
-        self.executions = work.executions
-        self.execution_batch = work.execution_batch or self.batch
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self.metrics.in_flight.dec()
-        if exc is None:
-            status, reason = 200, ""
-        elif isinstance(exc, ServiceError):
-            status, reason = exc.status, exc.code
-        else:
-            status, reason = 500, "internal"
-        self.metrics.observe(
-            operator=self.operator,
-            model=self.model or self.operator,
-            status=status,
-            seconds=time.perf_counter() - self.start,
-            timings=self.timings if status == 200 else None,
-            batch=self.batch,
-            bytes_in=self.bytes_in,
-            bytes_out=self.bytes_out,
-            reason=reason,
-            executions=self.executions,
-            execution_batch=self.execution_batch,
-            statistics=self.statistics,
-        )
+    def collect(self) -> Iterator[Metric]:
+        self._before_collect()
+        yield from super().collect()
 
 
 #: Distinct batch sizes a model's `batch_stats` keeps (a client chooses them; the table must

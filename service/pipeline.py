@@ -18,6 +18,7 @@ calls `run` with its own `Exchange`.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Mapping
@@ -38,7 +39,7 @@ from dmlserve.service.errors import (
     from_kernels,
     host_out_of_memory,
 )
-from dmlserve.service.metrics import Observation
+from dmlserve.service.observation import Observation
 from dmlserve.service.work import Outcome, Work
 
 if TYPE_CHECKING:
@@ -185,21 +186,21 @@ async def compute(state: ServiceState, work: Work) -> Outcome:
             "max_output_bytes", s.max_output_bytes, out.nbytes, "OutputTensor"
         )
     pending = state.metrics.pending(work.label)
-    pending.inc()
     # The computation stops at the same moment the limiter gives the request up.
     work.deadline = time.monotonic() + s.request_timeout_s
     work.time_limit_s = s.request_timeout_s
     batcher = state.batchers.get(state, work)
     if batcher is not None:
-        return await batcher.submit(work, on_dequeue=pending.dec)
+        return await batcher.submit(work, pending)
     input_bytes = sum(t.buffer.nbytes for t in work.inputs.values())
-    host_data = not work.in_device_memory
+    # Device memory (CUDA shared memory, constants kept on the GPU) only exists on a GPU.
+    host_data = device.runs_on_host or not work.in_device_memory
     on_host, inline = placement(device, s, work.operator, input_bytes, host_data=host_data)
     output = await state.limiter.run(
-        lambda: device.run(work, on_host=on_host),
+        functools.partial(device.run, work, on_host=on_host),
         s.request_timeout_s,
         work.timings,
         inline=inline,
-        on_dequeue=pending.dec,
+        pending=pending,
     )
     return Outcome(work, output, device.name)

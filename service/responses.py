@@ -103,6 +103,13 @@ def render_json(doc: Any) -> list[bytes]:
     text = orjson.dumps(doc, default=default)
     if not arrays:
         return [text]
+    if all(_as_is(a) for a in arrays):
+        # Every array is one small piece that orjson writes as `array_text` does: the whole
+        # document in one call, without the marker's split and join, unless a non-finite
+        # float is there (orjson writes it as null: the only null an array of numbers holds).
+        whole = orjson.dumps(doc, option=JSON_OPTIONS)
+        if len(whole) < _JOIN_BELOW and b"null" not in whole:
+            return [whole]
     parts = text.split(_MARKER_JSON)
     pieces = [parts[0]]
     for array, after in zip(arrays, parts[1:], strict=True):
@@ -111,6 +118,22 @@ def render_json(doc: Any) -> list[bytes]:
     if sum(len(p) for p in pieces) < _JOIN_BELOW:
         return [b"".join(pieces)]
     return pieces
+
+
+def _as_is(array: np.ndarray) -> bool:
+    """Whether orjson writes `array` (natively) as `array_text` does, non-finite floats
+    aside: flat, contiguous and one piece."""
+    return (
+        array.ndim == 1
+        and array.size <= _AS_IS_ELEMENTS
+        and array.flags.c_contiguous
+        and array.dtype.isnative
+    )
+
+
+#: Elements of an array written in the same call as the document around it (at most 25
+#: bytes of text each: the document stays under `_JOIN_BELOW`).
+_AS_IS_ELEMENTS = 1 << 11
 
 
 def array_text(array: np.ndarray) -> list[bytes]:

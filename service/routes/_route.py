@@ -1,16 +1,17 @@
 """The route class of the API routers: API key first, then a lean call of `direct` endpoints;
-and `DirectRoutes`, which dispatches the POSTs of `direct` endpoints without FastAPI's router."""
+and `DirectRoutes`, which answers the POSTs of `direct` endpoints without FastAPI's layers."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from http import HTTPStatus
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
 from starlette.convertors import Convertor
+from starlette.middleware import Middleware
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -67,7 +68,8 @@ class KeyedRoute(APIRoute):
 
         async def keyed(request: Request) -> Response:
             keys = state_of(request).settings.api_keys
-            authorize(keys, request.headers.get("authorization", ""))
+            if keys:  # with auth off the header is not even looked for
+                authorize(keys, request.headers.get("authorization", ""))
             return await handler(request)
 
         return keyed
@@ -77,43 +79,55 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class DirectRoutes:
-    """A POST to a `direct` endpoint of `routers` goes straight to its `KeyedRoute` handler.
+    """The POSTs of the `direct` endpoints of `routers`, answered before FastAPI's own layers.
 
-    The operator endpoints serve most requests. FastAPI's router would find the same route
-    by trying each route in turn, then run its exception and exit-stack layers, tens of
-    microseconds per request before the endpoint starts. Placed innermost among the
-    middleware, this changes nothing else: the API key is checked by the same handler, a
-    `ServiceError` is rendered as the error handler renders it, any other exception goes on
-    to the server-error handler, and every other request (another method, path or a
-    `root_path`) goes on to FastAPI.
+    The operator endpoints serve most requests. FastAPI would pass each one through its error,
+    telemetry and body-limit middleware, find the route by trying each route in turn, then run
+    its exception and exit-stack layers: tens of microseconds per request before the endpoint
+    starts. The app asks `match` first; a request that matches goes through `stack`, the
+    service's own middleware (the same classes every other request passes), to its
+    `KeyedRoute` handler: the API key is checked by the same handler, a `ServiceError` is
+    rendered as the error handler renders it, and any other exception is answered by the
+    middleware as a defect. Every other request (another method, path or a `root_path`) goes to
+    FastAPI.
     """
 
-    def __init__(self, app: ASGIApp, routers: Iterable[APIRouter]) -> None:
-        self.app = app
-        self.routes: list[tuple[re.Pattern[str], dict[str, Convertor[Any]], APIRoute, Handler]]
-        self.routes = [
-            (route.path_regex, route.param_convertors, route, route.get_route_handler())
-            for router in routers
-            for route in router.routes
-            if isinstance(route, KeyedRoute)
-            and getattr(route.endpoint, "direct_endpoint", False)
-            and route.methods == {"POST"}
-        ]
+    def __init__(self, routers: Iterable[APIRouter], middleware: Sequence[Middleware]) -> None:
+        self.routes: list[tuple[re.Pattern[str], dict[str, Convertor[Any]], APIRoute]] = []
+        self.handlers: dict[int, Handler] = {}  # by id(route): routes are not hashable
+        for router in routers:
+            for route in router.routes:
+                if (
+                    isinstance(route, KeyedRoute)
+                    and getattr(route.endpoint, "direct_endpoint", False)
+                    and route.methods == {"POST"}
+                ):
+                    self.routes.append((route.path_regex, route.param_convertors, route))
+                    self.handlers[id(route)] = route.get_route_handler()
+        app: ASGIApp = self._dispatch
+        for cls, args, kwargs in reversed(middleware):
+            app = cls(app, *args, **kwargs)
+        self.stack = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            path = scope["path"]
-            for regex, convertors, route, handler in self.routes:
-                match = regex.match(path)
-                if match is not None:
-                    params = {k: convertors[k].convert(v) for k, v in match.groupdict().items()}
-                    scope["path_params"], scope["route"] = params, route
-                    scope["endpoint"] = route.endpoint
-                    request = Request(scope, receive)
-                    try:
-                        response = await handler(request)
-                    except ServiceError as exc:
-                        response = render_error(path, exc)
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+    def match(self, scope: Scope) -> bool:
+        """Whether `scope` (an HTTP request) is for a direct endpoint; if so, the route and
+        its path parameters are set in it, as FastAPI's router sets them."""
+        if scope["method"] != "POST" or scope.get("root_path"):
+            return False
+        path = scope["path"]
+        for regex, convertors, route in self.routes:
+            found = regex.match(path)
+            if found is not None:
+                params = {k: convertors[k].convert(v) for k, v in found.groupdict().items()}
+                scope["path_params"], scope["route"] = params, route
+                scope["endpoint"] = route.endpoint
+                return True
+        return False
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            response = await self.handlers[id(scope["route"])](request)
+        except ServiceError as exc:
+            response = render_error(scope["path"], exc)
+        await response(scope, receive, send)

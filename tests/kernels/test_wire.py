@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -201,6 +202,22 @@ def test_json_numbers_stay_exact_or_are_refused(dt: str, values: list, ok: bool)
         return
     t, _ = decode_tensor(dt, [len(values)], data=values)
     assert t.view().tolist() == values  # Python ints and floats, compared exactly
+
+
+@pytest.mark.parametrize("dt", [DataType.FLOAT16, DataType.FLOAT32])
+def test_floats_near_the_largest_value_round_or_are_refused_at_their_element(
+    dt: DataType,
+) -> None:
+    largest = float(np.finfo(dt.numpy).max)
+    rounds_down = float(np.nextafter(largest, np.inf))  # past it, nearer to it than to inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on any path
+        t, _ = decode_tensor(dt, [5], data=[largest, -rounds_down, np.inf, -np.inf, np.nan])
+        got = t.view().astype(np.float64)
+        assert got[:4].tolist() == [largest, -largest, np.inf, -np.inf] and np.isnan(got[4])
+        with pytest.raises(DescriptorError, match="outside the range") as err:
+            decode_tensor(dt, [3], data=[0.5, np.nan, -largest * 2], loc=("inputs", "x"))
+    assert err.value.errors[0]["loc"] == ("inputs", "x", "data", 2)
 
 
 def test_nested_data_is_read_row_major() -> None:

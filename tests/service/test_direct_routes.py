@@ -11,7 +11,6 @@ import numpy as np
 from fastapi import APIRouter
 
 from dmlserve.service import Settings, create_app
-from dmlserve.service.routes._route import DirectRoutes
 from tests.service.helpers import PADDING_OP, execute_request
 
 KEY = "k-123"
@@ -21,7 +20,7 @@ KEY = "k-123"
 async def _client(direct: bool) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(Settings(backend="numpy", warmup=False, api_keys=(KEY,)))
     if not direct:
-        app.user_middleware = [m for m in app.user_middleware if m.cls is not DirectRoutes]
+        app.direct = None  # type: ignore[attr-defined]
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         auth = {"Authorization": f"Bearer {KEY}"}

@@ -139,6 +139,20 @@ async def test_inline_work_waits_its_turn_behind_a_running_job() -> None:
     order: list[str] = []
     dequeued = anyio.Event()
 
+    class Pending:
+        """Counts the waiting request; `dequeued` once it leaves the queue."""
+
+        changes: list[int] = []
+
+        def inc(self) -> None:
+            self.changes.append(1)
+
+        def dec(self) -> None:
+            self.changes.append(-1)
+            dequeued.set()
+
+    pending = Pending()
+
     async def blocker() -> None:
         await limiter.run(lambda: release.wait(5) and order.append("thread"), 10, Timings())
 
@@ -149,13 +163,17 @@ async def test_inline_work_waits_its_turn_behind_a_running_job() -> None:
         timings = Timings()
         tg.start_soon(
             lambda: limiter.run(
-                lambda: order.append("inline"), 10, timings, inline=True, on_dequeue=dequeued.set
+                lambda: order.append("inline"), 10, timings, inline=True, pending=pending
             )
         )
-        while not limiter.waiting:
+        while not pending.changes:
             await anyio.sleep(0)
+        assert limiter.waiting == 1 and pending.changes == [1]
         with pytest.raises(QueueFullError):  # one waiting is the whole queue, inline or not
             await limiter.run(lambda: None, 10, Timings(), inline=True)
         release.set()
         await dequeued.wait()
-    assert order == ["thread", "inline"] and limiter.running == 0
+    assert order == ["thread", "inline"] and limiter.running == 0 and pending.changes == [1, -1]
+    # With a free slot, inline work never waits: it is never counted as pending.
+    await limiter.run(lambda: order.append("free"), 10, Timings(), inline=True, pending=pending)
+    assert order[-1] == "free" and pending.changes == [1, -1]
