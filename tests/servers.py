@@ -6,6 +6,7 @@ stopped with SIGTERM, then killed if it does not exit.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -23,11 +24,26 @@ REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
 
+# A server process binds its port some time after the test picked it, so two pytest-xdist
+# workers must never pick the same one: each takes ports from a slice of its own, below the
+# kernel's ephemeral range (where port-0 binds and outgoing connections land).
+_PORTS_BASE, _PORTS_PER_WORKER = 20000, 600
+_next_port = itertools.count()
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on right now, of this test process's own slice."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = _PORTS_BASE + (int(worker) if worker.isdigit() else 0) * _PORTS_PER_WORKER
+    for _ in range(_PORTS_PER_WORKER):
+        port = first + next(_next_port) % _PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}..{first + _PORTS_PER_WORKER - 1}")
 
 
 class ServerProcess:
