@@ -13,13 +13,14 @@ import asyncio
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.types import Receive
 
 from dmlserve.kernels.wire import HEADER_LENGTH, BinarySection, parse_header_length, split_framed
+from dmlserve.service.deadlines import Deadlines
 from dmlserve.service.errors import (
     BadRequestError,
     PayloadTooLargeError,
@@ -50,70 +51,13 @@ class Body:
 FORM = "application/x-www-form-urlencoded"
 
 
-class BodyDeadlines:
-    """The body time limits of one app's requests, kept by one timer that ticks only while a
-    body is still arriving.
-
-    Almost every body is whole by the time its request starts, so reading it never waits; a
-    timer per request (`asyncio.timeout`: a timer set and cancelled, and its objects) costs more
-    than such a read. Here a read is an entry in a list, gone again when the read does not wait;
-    a timer, armed by the first read after a quiet spell, ticks every `tick_s` while reads wait
-    and cancels each read past its deadline. A 408 comes at most one tick late.
-    """
-
-    def __init__(self, tick_s: float = 0.05) -> None:
-        self.tick_s = tick_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._reads: list[_Read] = []
-
-    def start(self, timeout_s: float) -> _Read:
-        """A read of the current task, due `timeout_s` from now."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a new event loop (tests): the old one's timer is gone
-            self._loop, self._timer, self._reads = loop, None, []
-        now = loop.time()
-        read = _Read(asyncio.current_task(), now + timeout_s)
-        self._reads.append(read)
-        if self._timer is None:
-            self._timer = loop.call_at(now + self.tick_s, self._tick)
-        return read
-
-    def finish(self, read: _Read) -> None:
-        read.waiting = False
-        if self._reads and self._reads[-1] is read:  # the usual case: it never waited
-            self._reads.pop()
-
-    def _tick(self) -> None:
-        assert self._loop is not None
-        now = self._loop.time()
-        waiting = []
-        for read in self._reads:
-            if read.waiting:
-                if read.deadline <= now:
-                    read.waiting, read.expired = False, True
-                    read.task.cancel()
-                else:
-                    waiting.append(read)
-        self._reads = waiting
-        self._timer = self._loop.call_at(now + self.tick_s, self._tick) if waiting else None
-
-
-class _Read:
-    __slots__ = ("task", "deadline", "waiting", "expired")
-
-    def __init__(self, task: asyncio.Task[Any] | None, deadline: float) -> None:
-        assert task is not None
-        self.task, self.deadline, self.waiting, self.expired = task, deadline, True, False
-
-
 async def read_body(
     request: Request,
     limit: int,
     timeout_s: float | None = None,
     *,
     control: bool = False,
-    deadlines: BodyDeadlines | None = None,
+    deadlines: Deadlines | None = None,
 ) -> Body:
     """Read, decompress and split the body of `request`, within `limit` bytes decoded and
     `timeout_s` seconds (kept by `deadlines` where given, else by a timer of its own).
@@ -139,16 +83,18 @@ async def read_body(
         except TimeoutError:
             raise _late(timeout_s) from None
     else:
-        read = deadlines.start(timeout_s)
+        task = asyncio.current_task()
+        assert task is not None
+        deadline = deadlines.add(timeout_s, task.cancel)
         try:
             raw = await _read_limited(request.receive, limit)
         except asyncio.CancelledError:
             # Ours alone (no other cancellation asked for meanwhile): the time limit.
-            if read.expired and read.task.uncancel() == 0:
+            if deadline.expired and task.uncancel() == 0:
                 raise _late(timeout_s) from None
             raise
         finally:
-            deadlines.finish(read)
+            deadlines.finish(deadline)
     received = len(raw)
     if encoding != "identity":
         # Always off the loop: a small compressed body can inflate to the whole limit.

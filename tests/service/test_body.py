@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from starlette.requests import Request
 
-from dmlserve.service.body import Body, BodyDeadlines, read_body
+from dmlserve.service.body import Body, read_body
+from dmlserve.service.deadlines import Deadlines
 from dmlserve.service.errors import (
     BadRequestError,
     PayloadTooLargeError,
@@ -132,7 +133,7 @@ def _request(receive: Any) -> Request:
 
 
 async def test_a_body_that_never_arrives_is_408_with_shared_deadlines() -> None:
-    deadlines = BodyDeadlines(tick_s=0.01)
+    deadlines = Deadlines()
     with pytest.raises(RequestTimeoutError, match="body_timeout_s = 0.02 s"):
         await read_body(_request(Never()), 100, 0.02, deadlines=deadlines)
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
@@ -140,7 +141,7 @@ async def test_a_body_that_never_arrives_is_408_with_shared_deadlines() -> None:
 
 async def test_another_cancellation_of_a_waiting_read_stays_a_cancellation() -> None:
     never = Never()
-    task = asyncio.ensure_future(read_body(_request(never), 100, 60, deadlines=BodyDeadlines()))
+    task = asyncio.ensure_future(read_body(_request(never), 100, 60, deadlines=Deadlines()))
     await never.asked.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -148,14 +149,16 @@ async def test_another_cancellation_of_a_waiting_read_stays_a_cancellation() -> 
 
 
 async def test_a_read_that_did_not_wait_leaves_nothing_to_expire() -> None:
-    deadlines = BodyDeadlines()
+    deadlines = Deadlines()
     for _ in range(3):
         body = await read_body(_request(Sender([b"{}"])), 100, 60, deadlines=deadlines)
         assert bytes(body.json) == b"{}"
-    assert deadlines._reads == []
-    # Even a tick past every deadline now cancels nothing: this task goes on.
-    read = deadlines.start(-1.0)
-    deadlines.finish(read)
-    deadlines._tick()
-    await asyncio.sleep(0)
-    assert not read.expired and asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+    assert deadlines._entries == []
+    # Even a deadline already past cancels nothing once its wait has ended: this task goes on.
+    task = asyncio.current_task()
+    assert task is not None
+    deadline = deadlines.add(-1.0, task.cancel)
+    deadlines.finish(deadline)
+    for _ in range(3):
+        await asyncio.sleep(0)  # the timer, armed in the past, fires
+    assert not deadline.expired and task.cancelling() == 0
