@@ -130,6 +130,21 @@ class _ByModel:
             child.set(getattr(self, attribute))
 
 
+class Pending:
+    """A model's requests waiting for a compute slot, set in its gauge at each flush."""
+
+    __slots__ = ("count", "gauge")
+
+    def __init__(self, gauge: Any) -> None:
+        self.count, self.gauge = 0, gauge
+
+    def inc(self) -> None:
+        self.count += 1
+
+    def dec(self) -> None:
+        self.count -= 1
+
+
 class Recorder:
     """The numbers requests add to, and their flush into the metrics' series."""
 
@@ -138,7 +153,17 @@ class Recorder:
         self.in_flight = 0  # requests being served
         self._operators: dict[str, _ByOperator] = {}
         self._models: dict[str, _ByModel] = {}
+        self._pending: dict[str, Pending] = {}
         self._flushing = threading.Lock()
+
+    def pending(self, model: str) -> Pending:
+        """The waiting requests of `model` (its gauge is made with the first request)."""
+        found = self._pending.get(model)
+        if found is None:
+            m = self.metrics
+            gauge = m.child(m.nv_pending, model, _VERSION)
+            found = self._pending[model] = Pending(gauge)
+        return found
 
     def observe(
         self,
@@ -203,11 +228,14 @@ class Recorder:
                 by_operator.flush()
             for by_model in list(self._models.values()):
                 by_model.flush()
+            for pending in list(self._pending.values()):
+                pending.gauge.set(pending.count)
 
     def forget(self, model: str) -> None:
         """Drop the totals of a deleted model (after a flush: its requests stay counted by
         operator)."""
         self._models.pop(model, None)
+        self._pending.pop(model, None)
 
 
 class Observation:
