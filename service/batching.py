@@ -19,7 +19,8 @@ a cancelled request (its client gone) is dropped the same way. A batch never hol
 own, unbatched. Metrics: each request is observed as any other (its items counted); one of a
 batch's requests carries the execution (`Work.executions`, with the batch's size).
 
-Time comes from a `Clock`: the event loop's, or in tests one they advance by hand.
+Time comes from a `Clock` (`deadlines`): the event loop's, or in tests one they advance by hand;
+the requests' time limits are kept by one timer (`Deadlines`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import asyncio
 import collections
 import functools
 import weakref
-from collections.abc import Callable, Collection, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Collection, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from dmlserve.kernels._array import is_cupy_array
 from dmlserve.kernels.wire import HostTensor, Layout
 from dmlserve.service.concurrency import NO_COUNT, Pending
 from dmlserve.service.cost import placement
+from dmlserve.service.deadlines import Clock, Deadlines, LoopClock
 from dmlserve.service.errors import GatewayTimeoutError
 from dmlserve.service.schemas import Batching
 from dmlserve.service.work import Outcome, Timings, Work
@@ -44,28 +46,6 @@ from dmlserve.service.work import Outcome, Timings, Work
 if TYPE_CHECKING:
     from dmlserve.service.registry import RegisteredOperator
     from dmlserve.service.state import ServiceState
-
-
-class Timer(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    """Seconds on a monotonic clock, and callbacks at given times on it."""
-
-    def now(self) -> float: ...
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> Timer: ...
-
-
-class LoopClock:
-    """The running event loop's clock."""
-
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
-        return asyncio.get_running_loop().call_at(when, callback)
 
 
 def batch_size(work: Work) -> int:
@@ -118,7 +98,9 @@ class _Entry:
 class Batcher:
     """The queue and the batches of one registered operator."""
 
-    def __init__(self, state: ServiceState, reg: RegisteredOperator, clock: Clock) -> None:
+    def __init__(
+        self, state: ServiceState, reg: RegisteredOperator, clock: Clock, deadlines: Deadlines
+    ) -> None:
         assert reg.batching is not None
         self.state = state
         self.name = reg.name
@@ -127,6 +109,7 @@ class Batcher:
         self.preferred = frozenset(reg.batching.preferred_batch_sizes or ())
         self.batched = tuple(reg.inputs)  # the inputs a request sends (the rest: constants)
         self.clock = clock
+        self.deadlines = deadlines  # the requests' time limits
         self._queue: collections.deque[_Entry] = collections.deque()
         self._items = 0
         self._wake: asyncio.Future[None] | None = None
@@ -154,8 +137,9 @@ class Batcher:
         now = self.clock.now()
         entry = _Entry(work, asyncio.get_running_loop().create_future(), now, pending)
         pending.inc()
-        timer = self.clock.call_at(now + self.state.settings.request_timeout_s,
-                                   lambda: self._expire(entry))  # fmt: skip
+        deadline = self.deadlines.add(
+            self.state.settings.request_timeout_s, functools.partial(self._expire, entry)
+        )
         self._queue.append(entry)
         self._items += entry.items
         limiter.waiting += 1
@@ -163,7 +147,7 @@ class Batcher:
         try:
             output = await entry.future
         finally:
-            timer.cancel()
+            self.deadlines.finish(deadline)
             if entry.queued:  # cancelled before a batch took it
                 self._drop(entry)
             entry.future.cancel()  # a batch running it skips it
@@ -343,6 +327,7 @@ class Batchers:
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock or LoopClock()
+        self.deadlines = Deadlines(self.clock)
         self._by_registration: dict[int, Batcher] = {}
 
     def get(self, state: ServiceState, work: Work) -> Batcher | None:
@@ -355,7 +340,8 @@ class Batchers:
             return None
         batcher = self._by_registration.get(id(reg))
         if batcher is None:
-            batcher = self._by_registration[id(reg)] = Batcher(state, reg, self.clock)
+            batcher = Batcher(state, reg, self.clock, self.deadlines)
+            self._by_registration[id(reg)] = batcher
             # Requests already queued keep their batcher; the table forgets it with `reg`.
             weakref.finalize(reg, self._by_registration.pop, id(reg), None)
         return batcher if batcher.accepts(work) else None

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.types import Receive
 
 from dmlserve.kernels.wire import HEADER_LENGTH, BinarySection, parse_header_length, split_framed
+from dmlserve.service.deadlines import Deadlines
 from dmlserve.service.errors import (
     BadRequestError,
     PayloadTooLargeError,
@@ -51,10 +52,15 @@ FORM = "application/x-www-form-urlencoded"
 
 
 async def read_body(
-    request: Request, limit: int, timeout_s: float | None = None, *, control: bool = False
+    request: Request,
+    limit: int,
+    timeout_s: float | None = None,
+    *,
+    control: bool = False,
+    deadlines: Deadlines | None = None,
 ) -> Body:
     """Read, decompress and split the body of `request`, within `limit` bytes decoded and
-    `timeout_s` seconds.
+    `timeout_s` seconds (kept by `deadlines` where given, else by a timer of its own).
 
     A `control` request (a JSON body that carries no tensors) may also be labelled `FORM`.
     """
@@ -68,15 +74,27 @@ async def read_body(
     declared = head.length
     if declared is not None and _DIGITS.match(declared) and int(declared) > limit:
         raise PayloadTooLargeError("max_request_bytes", limit, int(declared), "request body")
-    try:
-        # asyncio's own timeout: a tenth of the cost of a cancel scope, and the service runs
-        # on asyncio (uvicorn, grpc.aio).
-        async with asyncio.timeout(timeout_s):
+    if timeout_s is None:
+        raw = await _read_limited(request.receive, limit)
+    elif deadlines is None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                raw = await _read_limited(request.receive, limit)
+        except TimeoutError:
+            raise _late(timeout_s) from None
+    else:
+        task = asyncio.current_task()
+        assert task is not None
+        deadline = deadlines.add(timeout_s, task.cancel)
+        try:
             raw = await _read_limited(request.receive, limit)
-    except TimeoutError:
-        raise RequestTimeoutError(
-            f"the request body did not arrive within body_timeout_s = {timeout_s:g} s"
-        ) from None
+        except asyncio.CancelledError:
+            # Ours alone (no other cancellation asked for meanwhile): the time limit.
+            if deadline.expired and task.uncancel() == 0:
+                raise _late(timeout_s) from None
+            raise
+        finally:
+            deadlines.finish(deadline)
     received = len(raw)
     if encoding != "identity":
         # Always off the loop: a small compressed body can inflate to the whole limit.
@@ -90,6 +108,12 @@ async def read_body(
     with kernel_errors():
         header, binary = split_framed(view, parse_header_length(lengths.pop()))
     return Body("binary", header, binary, received)
+
+
+def _late(timeout_s: float) -> RequestTimeoutError:
+    return RequestTimeoutError(
+        f"the request body did not arrive within body_timeout_s = {timeout_s:g} s"
+    )
 
 
 _HEADER_LENGTH = HEADER_LENGTH.lower().encode("latin-1")

@@ -17,6 +17,8 @@ on responses large enough that gzip would have applied) with one pass over the r
 
 from __future__ import annotations
 
+import functools
+
 from starlette.datastructures import MutableHeaders
 from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -89,12 +91,18 @@ def _passes_through(start: Message) -> bool:
     """Responses gzip never touches: already encoded, partial, or of an excluded type."""
     if start["status"] == 206:
         return True
-    media_type = ""
+    media_type = b""
     for key, value in start.get("headers", ()):
         if key == b"content-encoding":
             return True
         if key == b"content-type" and not media_type:
-            media_type = value.decode("latin-1").partition(";")[0].strip().lower()
+            media_type = value
+    return _excluded(media_type)
+
+
+@functools.lru_cache(maxsize=64)  # the service answers in a handful of media types
+def _excluded(content_type: bytes) -> bool:
+    media_type = content_type.decode("latin-1").partition(";")[0].strip().lower()
     types = {media_type, media_type.partition("/")[0] + "/*"}
     if media_type.startswith("application/grpc+"):
         types.add("application/grpc")

@@ -106,29 +106,24 @@ class ComputeLimiter:
         `pending` counts the request while it waits in the queue (a request that finds a free
         slot for inline work never waits).
         """
+        if inline and self._slots.available_tokens > 0:
+            # A free slot (so nobody waits: a slot given back goes to the first waiter at once):
+            # the work runs now, in this step, without yielding to the event loop (or setting up
+            # a time limit). No other computation can start before it ends, so taking the slot
+            # and giving it back around it would change nothing anyone can see.
+            return fn()
         token = object()
-        # Inline with a free slot and nobody waiting: take it without yielding to the event
-        # loop (or setting up a time limit), so acquire, work and release are one uninterrupted
-        # step: no slot held across a loop turn, where other requests would queue behind it.
-        if not (inline and self._take_free_slot(token)):
-            try:
-                with anyio.fail_after(timeout_s):
-                    await self._queue(token, timings, pending)
-                    if not inline:
-                        return await self._in_thread(fn, token)
-            except TimeoutError:
-                raise GatewayTimeoutError.after(timeout_s) from None
+        try:
+            with anyio.fail_after(timeout_s):
+                await self._queue(token, timings, pending)
+                if not inline:
+                    return await self._in_thread(fn, token)
+        except TimeoutError:
+            raise GatewayTimeoutError.after(timeout_s) from None
         try:
             return fn()
         finally:
             self._slots.release_on_behalf_of(token)
-
-    def _take_free_slot(self, token: object) -> bool:
-        try:
-            self._slots.acquire_on_behalf_of_nowait(token)
-        except anyio.WouldBlock:
-            return False
-        return True
 
     def refuse_if_full(self) -> None:
         """429 when no slot is free and `max_queue` requests already wait (batchers' included)."""

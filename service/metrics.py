@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 
-from dmlserve.service.observation import Recorder
+from dmlserve.service.observation import Pending, Recorder
 from dmlserve.service.work import Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -124,9 +124,9 @@ class Metrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
-    def pending(self, model: str) -> Any:
-        """The pending-request gauge of `model`."""
-        return self.child(self.nv_pending, model, _VERSION)
+    def pending(self, model: str) -> Pending:
+        """The count of `model`'s requests waiting for a compute slot (its gauge)."""
+        return self.recorder.pending(model)
 
     def flush(self) -> None:
         """Write what requests recorded into the series (before every collection)."""

@@ -102,25 +102,28 @@ class RequestContextMiddleware:
         for key, value in scope["headers"]:
             if key == b"x-request-id":
                 rid = value.decode("latin-1").strip()
-        if not _VALID_ID.match(rid):
+        if not (rid and _VALID_ID.match(rid)):
             rid = new_request_id()
         token = request_id_var.set(rid)
-        start = time.perf_counter()
+        logged = self.log.isEnabledFor(logging.INFO)
+        start = time.perf_counter() if logged else 0.0
+        echo = (b"x-request-id", rid.encode("latin-1"))
         status = 0
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = [(k, v) for k, v in message.get("headers", []) if k != b"x-request-id"]
-                headers.append((b"x-request-id", rid.encode("latin-1")))
-                message = {**message, "headers": headers}
+                headers = message.get("headers", [])
+                if any(k == b"x-request-id" for k, _ in headers):
+                    headers = [(k, v) for k, v in headers if k != b"x-request-id"]
+                message = {**message, "headers": [*headers, echo]}
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            if self.log.isEnabledFor(logging.INFO):  # else skip building the line's fields
+            if logged:  # else the line's fields are not even built
                 self.log.info(
                     "request",
                     extra={

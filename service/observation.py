@@ -4,16 +4,16 @@ An `Observation` sees one request through; when it ends, the `Recorder` adds it 
 numbers kept per operator and per model, on the event loop: an attribute each, where a
 Prometheus child's update takes a lock and a few calls. The registry has the recorder write
 them into the Prometheus series before every collection (a scrape, `get_sample_value`), so
-every reader sees every request. The histograms are observed at once (a histogram child holds
-its buckets privately); each model's `ModelStatistics` is recorded at once too.
+every reader sees every request. Each model's `ModelStatistics` is recorded at once.
 
-Counts (requests, bytes, inferences, executions) are integers, exact in any grouping: a flush
-adds what came since the last one. Triton's cumulative durations are summed here in request
-order from zero, as the series would sum them, and set whole.
+Counts (requests, bytes, inferences, executions, histogram buckets) are integers, exact in any
+grouping. Durations (Triton's cumulative ones, the histograms' sums) are summed here in request
+order from zero, as the series would sum them, and written whole.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,39 @@ if TYPE_CHECKING:
 _VERSION = "1"  # every model has the one version
 
 
+class _Observed:
+    """One histogram child's observations as plain numbers: the count of each bucket, and the
+    sum, added in request order from zero as the child adds them; written into the child's own
+    values at each flush. prometheus-client has no public call that writes a histogram whole,
+    and its `observe` takes two locks and a dozen calls, most of a small request's metrics
+    cost; a release that keeps a child's values otherwise gets each observation at once."""
+
+    __slots__ = ("child", "bounds", "counts", "sum", "direct")
+
+    def __init__(self, child: Any) -> None:
+        self.child = child
+        self.bounds = tuple(getattr(child, "_upper_bounds", ()))
+        values = (*getattr(child, "_buckets", ()), getattr(child, "_sum", None))
+        self.direct = not self.bounds or not all(hasattr(v, "set") for v in values)
+        self.counts = [0] * len(self.bounds)
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        if self.direct:
+            self.child.observe(amount)
+            return
+        self.sum += amount
+        i = bisect.bisect_left(self.bounds, amount)
+        if i < len(self.bounds) and amount <= self.bounds[i]:  # the child's own test (NaN: none)
+            self.counts[i] += 1
+
+    def flush(self) -> None:
+        if not self.direct:
+            for value, count in zip(self.child._buckets, self.counts, strict=True):
+                value.set(count)
+            self.child._sum.set(self.sum)
+
+
 class _ByOperator:
     """An operator's series: histogram children, and counts by status and of bytes (added to
     their counters at each flush: integers, exact in any grouping)."""
@@ -34,8 +67,8 @@ class _ByOperator:
     def __init__(self, metrics: Metrics, operator: str) -> None:
         self.metrics, self.operator = metrics, operator
         c = metrics.child
-        self.latency = c(metrics.latency, operator)
-        self.stages: tuple[Any, ...] = ()  # made by the first timed request
+        self.latency = _Observed(c(metrics.latency, operator))
+        self.stages: tuple[_Observed, ...] = ()  # made by the first timed request
         self.by_status: dict[int, int] = {}
         self.bytes_in = self.bytes_out = 0
         self._counters = [
@@ -48,12 +81,14 @@ class _ByOperator:
         self.by_status[status] = 0
         self._counters.append([m.child(m.requests, self.operator, str(status)), status, 0])
 
-    def timed(self) -> tuple[Any, ...]:
+    def timed(self) -> tuple[_Observed, ...]:
         m = self.metrics
-        self.stages = tuple(m.child(m.stage, self.operator, s) for s in _STAGES)
+        self.stages = tuple(_Observed(m.child(m.stage, self.operator, s)) for s in _STAGES)
         return self.stages
 
     def flush(self) -> None:
+        for observed in (self.latency, *self.stages):
+            observed.flush()
         for entry in self._counters:
             child, key, flushed = entry
             total = self.by_status[key] if isinstance(key, int) else getattr(self, key)
@@ -95,6 +130,21 @@ class _ByModel:
             child.set(getattr(self, attribute))
 
 
+class Pending:
+    """A model's requests waiting for a compute slot, set in its gauge at each flush."""
+
+    __slots__ = ("count", "gauge")
+
+    def __init__(self, gauge: Any) -> None:
+        self.count, self.gauge = 0, gauge
+
+    def inc(self) -> None:
+        self.count += 1
+
+    def dec(self) -> None:
+        self.count -= 1
+
+
 class Recorder:
     """The numbers requests add to, and their flush into the metrics' series."""
 
@@ -103,7 +153,17 @@ class Recorder:
         self.in_flight = 0  # requests being served
         self._operators: dict[str, _ByOperator] = {}
         self._models: dict[str, _ByModel] = {}
+        self._pending: dict[str, Pending] = {}
         self._flushing = threading.Lock()
+
+    def pending(self, model: str) -> Pending:
+        """The waiting requests of `model` (its gauge is made with the first request)."""
+        found = self._pending.get(model)
+        if found is None:
+            m = self.metrics
+            gauge = m.child(m.nv_pending, model, _VERSION)
+            found = self._pending[model] = Pending(gauge)
+        return found
 
     def observe(
         self,
@@ -168,11 +228,14 @@ class Recorder:
                 by_operator.flush()
             for by_model in list(self._models.values()):
                 by_model.flush()
+            for pending in list(self._pending.values()):
+                pending.gauge.set(pending.count)
 
     def forget(self, model: str) -> None:
         """Drop the totals of a deleted model (after a flush: its requests stay counted by
         operator)."""
         self._models.pop(model, None)
+        self._pending.pop(model, None)
 
 
 class Observation:

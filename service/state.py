@@ -20,6 +20,7 @@ from dmlserve.kernels import cpu
 from dmlserve.service.batching import Batchers
 from dmlserve.service.binding import ResolveCache
 from dmlserve.service.concurrency import ComputeLimiter
+from dmlserve.service.deadlines import Deadlines
 from dmlserve.service.device import Device
 from dmlserve.service.errors import UnavailableError
 from dmlserve.service.metrics import Metrics
@@ -43,6 +44,7 @@ class ServiceState:
     registry: OperatorRegistry = field(default_factory=OperatorRegistry)
     resolved: ResolveCache = field(default_factory=ResolveCache)
     batchers: Batchers = field(default_factory=Batchers)
+    body_deadlines: Deadlines = field(default_factory=Deadlines)
     limiter: ComputeLimiter = field(init=False)
     shared_memory: SharedMemory = field(init=False)
     device: Device | None = None

@@ -84,7 +84,10 @@ async def execute(request: Request) -> Response:
 async def _execute(request: Request, registered: RegisteredOperator | None = None) -> Response:
     state = state_of(request)
     state.limiter.refuse_if_full()  # 429 before the body is read
-    body = await read_body(request, state.settings.max_request_bytes, state.settings.body_timeout_s)
+    s = state.settings
+    body = await read_body(
+        request, s.max_request_bytes, s.body_timeout_s, deadlines=state.body_deadlines
+    )
     return await run(state, V1Exchange(body, state.settings.max_tensor_bytes, registered))
 
 

@@ -99,7 +99,10 @@ async def infer(name: str, request: Request, version: str | None = None) -> Resp
     state = state_of(request)
     reg = _model(state, name, version)
     state.limiter.refuse_if_full()  # 429 before the body is read
-    body = await read_body(request, state.settings.max_request_bytes, state.settings.body_timeout_s)
+    s = state.settings
+    body = await read_body(
+        request, s.max_request_bytes, s.body_timeout_s, deadlines=state.body_deadlines
+    )
     exchange = InferExchange(body, state.settings.max_tensor_bytes, reg, state.shared_memory)
     try:
         return await run(state, exchange)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from starlette.requests import Request
 
 from dmlserve.service.body import Body, read_body
+from dmlserve.service.deadlines import Deadlines
 from dmlserve.service.errors import (
     BadRequestError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     ServiceError,
     UnsupportedMediaTypeError,
 )
@@ -110,3 +114,51 @@ async def test_the_decoded_size_counts_and_a_bomb_never_inflates() -> None:
         await _read([bomb], {"Content-Encoding": "gzip"}, limit=1 << 20)
     with pytest.raises(BadRequestError, match="not valid gzip"):
         await _read([bomb[:1000]], {"Content-Encoding": "gzip"}, limit=1 << 30)
+
+
+class Never:
+    """A receive channel whose body never comes; `asked` is set once a read waits on it."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def __call__(self) -> dict:
+        self.asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError
+
+
+def _request(receive: Any) -> Request:
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": []}, receive)
+
+
+async def test_a_body_that_never_arrives_is_408_with_shared_deadlines() -> None:
+    deadlines = Deadlines()
+    with pytest.raises(RequestTimeoutError, match="body_timeout_s = 0.02 s"):
+        await read_body(_request(Never()), 100, 0.02, deadlines=deadlines)
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_another_cancellation_of_a_waiting_read_stays_a_cancellation() -> None:
+    never = Never()
+    task = asyncio.ensure_future(read_body(_request(never), 100, 60, deadlines=Deadlines()))
+    await never.asked.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_read_that_did_not_wait_leaves_nothing_to_expire() -> None:
+    deadlines = Deadlines()
+    for _ in range(3):
+        body = await read_body(_request(Sender([b"{}"])), 100, 60, deadlines=deadlines)
+        assert bytes(body.json) == b"{}"
+    assert deadlines._entries == []
+    # Even a deadline already past cancels nothing once its wait has ended: this task goes on.
+    task = asyncio.current_task()
+    assert task is not None
+    deadline = deadlines.add(-1.0, task.cancel)
+    deadlines.finish(deadline)
+    for _ in range(3):
+        await asyncio.sleep(0)  # the timer, armed in the past, fires
+    assert not deadline.expired and task.cancelling() == 0

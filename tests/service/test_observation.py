@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from dmlserve.service.metrics import Metrics
+from dmlserve.service.observation import _Observed
 from dmlserve.service.work import Timings
 
 _V = "1"
@@ -43,16 +44,21 @@ def _at_once(m: Metrics, r: dict[str, Any]) -> None:
         m.nv_failure.labels(model, _V, r["reason"]).inc()
 
 
+#: Durations on the histograms' bucket bounds, between them and past the last one.
+_EDGES = (0.0, 0.0005, 0.001, 0.0025, 0.2500001, 10.0, 30.0, 31.0, 1e9)
+
+
 def _requests(n: int) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         ok = i % 7 != 3
-        t = Timings(queue=i * 1.1e-5, transfer=0.0, compute=3.3e-5 / (i + 1), decode=1e-5 * i,
-                    encode=7.7e-6)  # fmt: skip
+        t = Timings(queue=_EDGES[i % 9] if i % 5 == 0 else i * 1.1e-5, transfer=0.0,
+                    compute=3.3e-5 / (i + 1), decode=1e-5 * i, encode=7.7e-6)  # fmt: skip
         out.append({
             "operator": ("PADDING", "FOLD")[i % 2], "model": ("PADDING", "FOLD", "pad")[i % 3],
             "status": 200 if ok else (422, 504)[i % 2], "reason": "" if ok else "invalid",
-            "seconds": 0.001 * (i % 11) + 1e-7 * i, "t": t if ok else None,
+            "seconds": _EDGES[i % 9] if i % 4 == 0 else 0.001 * (i % 11) + 1e-7 * i,
+            "t": t if ok else None,
             "batch": 1 + i % 4, "executions": i % 2, "bytes_in": 100 + i, "bytes_out": 3 * i,
         })  # fmt: skip
     return out
@@ -128,3 +134,17 @@ def test_requests_in_flight_are_counted_at_the_scrape() -> None:
     assert m.registry.get_sample_value("dmlserve_inflight_requests") == 2
     m.recorder.in_flight -= 2
     assert m.registry.get_sample_value("dmlserve_inflight_requests") == 0
+
+
+def test_a_histogram_child_that_keeps_its_values_otherwise_gets_each_observation() -> None:
+    seen: list[float] = []
+
+    class Child:  # no bucket values of its own to write
+        def observe(self, amount: float) -> None:
+            seen.append(amount)
+
+    observed = _Observed(Child())
+    observed.observe(0.5)
+    observed.observe(2.0)
+    observed.flush()
+    assert observed.direct and seen == [0.5, 2.0]
