@@ -172,7 +172,7 @@ def tensor_core(
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots, hpad):
-            return tensor_core(x, w, out, q, "mma_sync", tile, filter_cache)
+            return tensor_core(x, w, out, q, "mma_sync", None, filter_cache)  # its own tile
     if (hpad, wpad) == (h, wd) and _nhwc_channels(x, q.cg):
         xn = x
     else:  # -> (N, Hp, Wp, G*Cgp), padded channels = z_x
