@@ -88,6 +88,7 @@ INFO: dict[DataType, DataTypeInfo] = {
 
 _BY_NUMPY = {info.numpy.newbyteorder("="): dt for dt, info in INFO.items()}
 _BY_KSERVE = {info.kserve: dt for dt, info in INFO.items()}
+_BY_NAME: dict[str, DataType] = {dt.value: dt for dt in DataType}
 _PREFIX = "DML_TENSOR_DATA_TYPE_"
 
 
@@ -113,10 +114,8 @@ def parse_data_type(value: object) -> DataType:
     if isinstance(value, DataType):
         return value
     if isinstance(value, str):
-        name = value.removeprefix(_PREFIX)
-        try:
-            return DataType(name)
-        except ValueError:
-            pass
+        found = _BY_NAME.get(value.removeprefix(_PREFIX))
+        if found is not None:
+            return found
     allowed = ", ".join(d.value for d in DataType)
     raise ValueError(f"unknown DataType {value!r}; expected one of {allowed}")
