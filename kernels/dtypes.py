@@ -95,10 +95,12 @@ _PREFIX = "DML_TENSOR_DATA_TYPE_"
 def from_numpy(dtype: np.dtype | type) -> DataType:
     """The DataType of a NumPy (or CuPy) dtype; ValueError if DirectML has none."""
     dt = np.dtype(dtype)
-    try:
-        return _BY_NUMPY[dt.newbyteorder("=")]
-    except KeyError:
-        raise ValueError(f"NumPy dtype {dt} has no DirectML tensor data type") from None
+    found = _BY_NUMPY.get(dt)  # a native dtype as it is; another byte order made native
+    if found is None:
+        found = _BY_NUMPY.get(dt.newbyteorder("="))
+    if found is None:
+        raise ValueError(f"NumPy dtype {dt} has no DirectML tensor data type")
+    return found
 
 
 def from_kserve(name: str) -> DataType:
