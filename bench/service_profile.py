@@ -229,9 +229,11 @@ def main() -> None:
         p.error(f"the bare app serves only {', '.join(BARE_PATHS)}")
     if args.stages and (args.app != "dmlserve" or args.case != "small"):
         p.error("--stages times dmlserve's small case")
-    if args.loop == "uvloop":
+    try:
         import uvloop
-
+    except ImportError:  # uvicorn runs the standard loop then too
+        uvloop = None
+    if args.loop == "uvloop" and uvloop is not None:
         uvloop.run(drive(args))
     else:
         asyncio.run(drive(args))
