@@ -9,12 +9,16 @@ with the most time per request (own and cumulative, in microseconds).
     python bench/service_profile.py --case small
     python bench/service_profile.py --case small --app bare      # the baseline, same driver
     python bench/service_profile.py --case conv-gzip --profile 25
+    python bench/service_profile.py --stages --rounds 5               # microseconds by stage
 
 Cases: `small` (a 1x1x4x4 FLOAT32 PADDING as JSON, `/v1/execute`), `conv-gzip` (a
 CONVOLUTION_INTEGER whose 800 KB INT32 output goes back in the binary framing to a client
 that accepts gzip, as httpx does by default), `batched` (a 1x1x4x4 PADDING registered with
 dynamic batching, executed by name). `--app bare` drives `bench/bare_app.py` instead (`small`
 and `batched` only: its `/pad` and `/models/pad/execute`), the same work without the service.
+`--stages` times each stage of the request path (`service_stages.py`; `small` only) and prints
+the microseconds of each per request, the least of the rounds. The driver runs on uvloop, as
+uvicorn does where it is installed (`--loop asyncio` for the standard loop).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from service_stages import StageTimers
 
 from dmlserve.service import Settings, create_app
 
@@ -133,6 +138,7 @@ async def _call(app: Any, method: str, path: str, body: bytes, headers: list[Any
 
 async def drive(args: argparse.Namespace) -> None:
     path, body, headers, registration = CASES[args.case]()
+    stages = StageTimers() if args.stages else None
     if args.app == "bare":
         from bare_app import app
 
@@ -156,7 +162,10 @@ async def drive(args: argparse.Namespace) -> None:
         await asyncio.gather(*(worker(per_task // 10) for _ in range(args.concurrency)))  # warm
         profile = cProfile.Profile() if args.profile else None
         rounds = []
+        by_stage: list[list[tuple[str, float]]] = []
         for _ in range(args.rounds):
+            if stages:
+                stages.reset()
             cpu0, wall0 = time.process_time(), time.perf_counter()
             if profile:
                 profile.enable()
@@ -164,6 +173,8 @@ async def drive(args: argparse.Namespace) -> None:
             if profile:
                 profile.disable()
             rounds.append((time.process_time() - cpu0, time.perf_counter() - wall0))
+            if stages:
+                by_stage.append(stages.report(per_task * args.concurrency))
         executions = requests = None
         if args.app == "dmlserve":
             registry = app.state.dmlserve.metrics.registry
@@ -181,6 +192,12 @@ async def drive(args: argparse.Namespace) -> None:
         print(f"requests per execution (all, warm-up included): {requests / executions:.1f}")
     if profile:
         _print_profile(profile, n * len(rounds), args.profile)
+    if by_stage:
+        best = min(range(len(rounds)), key=lambda i: rounds[i][0])
+        print(f"\nby stage, us per request (round {best}, the least CPU):")
+        for label, us in by_stage[best]:
+            print(f"{us:8.1f}  {label}")
+        print(f"{rounds[best][0] / n * 1e6:8.1f}  CPU per request in all (the driver included)")
 
 
 def _print_profile(profile: cProfile.Profile, n: int, top: int) -> None:
@@ -204,11 +221,22 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=4000)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--rounds", type=int, default=1, help="measured rounds (the least is shown)")
+    p.add_argument("--stages", action="store_true", help="microseconds per stage (small only)")
+    p.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     p.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile, TOP rows")
     args = p.parse_args()
     if args.app == "bare" and args.case not in BARE_PATHS:
         p.error(f"the bare app serves only {', '.join(BARE_PATHS)}")
-    asyncio.run(drive(args))
+    if args.stages and (args.app != "dmlserve" or args.case != "small"):
+        p.error("--stages times dmlserve's small case")
+    try:
+        import uvloop
+    except ImportError:  # uvicorn runs the standard loop then too
+        uvloop = None
+    if args.loop == "uvloop" and uvloop is not None:
+        uvloop.run(drive(args))
+    else:
+        asyncio.run(drive(args))
 
 
 if __name__ == "__main__":

@@ -56,8 +56,15 @@ def floats(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndar
         # Integers that a float cannot hold exactly are a client error, not a rounding.
         big = np.fromiter((type(v) is int and abs(v) > _EXACT_FLOAT_INT for v in flat), bool)
         _refuse_first(big, loc, f"an integer is too large to be represented as {dt.value}")
-    wide = np.asarray(flat, dtype=np.float64)
     target = dt.numpy
+    if kinds == _FLOATS and len(flat) <= _SCANNED and target.itemsize < 8:
+        # Every magnitude within the type's largest value (min and max skip a NaN unless it
+        # comes first, and then fail the test): nothing can overflow, and each Python float
+        # (a double) is rounded once into the type, as through a FLOAT64 array.
+        largest = _LARGEST[target.itemsize]
+        if not flat or (-largest <= min(flat) and max(flat) <= largest):
+            return np.array(flat, dtype=target)
+    wide = np.asarray(flat, dtype=np.float64)
     if target == wide.dtype:
         return wide
     # Nothing to overflow when every magnitude is within the type's largest value (NaN and
@@ -70,6 +77,10 @@ def floats(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndar
     return buffer
 
 
+_FLOATS = {float}
+#: Lists at most this long are scanned for their range in Python (C loops over the list, no
+#: array built first); longer ones through NumPy.
+_SCANNED = 4096
 #: The largest finite FLOAT16 and FLOAT32 values, by item size.
 _LARGEST = {n: float(np.finfo(f"<f{n}").max) for n in (2, 4)}
 

@@ -88,16 +88,19 @@ INFO: dict[DataType, DataTypeInfo] = {
 
 _BY_NUMPY = {info.numpy.newbyteorder("="): dt for dt, info in INFO.items()}
 _BY_KSERVE = {info.kserve: dt for dt, info in INFO.items()}
+_BY_NAME: dict[str, DataType] = {dt.value: dt for dt in DataType}
 _PREFIX = "DML_TENSOR_DATA_TYPE_"
 
 
 def from_numpy(dtype: np.dtype | type) -> DataType:
     """The DataType of a NumPy (or CuPy) dtype; ValueError if DirectML has none."""
     dt = np.dtype(dtype)
-    try:
-        return _BY_NUMPY[dt.newbyteorder("=")]
-    except KeyError:
-        raise ValueError(f"NumPy dtype {dt} has no DirectML tensor data type") from None
+    found = _BY_NUMPY.get(dt)  # a native dtype as it is; another byte order made native
+    if found is None:
+        found = _BY_NUMPY.get(dt.newbyteorder("="))
+    if found is None:
+        raise ValueError(f"NumPy dtype {dt} has no DirectML tensor data type")
+    return found
 
 
 def from_kserve(name: str) -> DataType:
@@ -113,10 +116,8 @@ def parse_data_type(value: object) -> DataType:
     if isinstance(value, DataType):
         return value
     if isinstance(value, str):
-        name = value.removeprefix(_PREFIX)
-        try:
-            return DataType(name)
-        except ValueError:
-            pass
+        found = _BY_NAME.get(value.removeprefix(_PREFIX))
+        if found is not None:
+            return found
     allowed = ", ".join(d.value for d in DataType)
     raise ValueError(f"unknown DataType {value!r}; expected one of {allowed}")

@@ -229,7 +229,9 @@ def _from_data(layout: Layout, values: Any, loc: Loc, limit: int | None) -> Host
         buffer = integers(flat, kinds, dt, loc)
     else:
         buffer = floats(flat, kinds, dt, loc)
-    return HostTensor(dt, layout.sizes, layout.strides, buffer[:count])
+    if len(buffer) != count:  # Strides address fewer elements than were sent
+        buffer = buffer[:count]
+    return HostTensor(dt, layout.sizes, layout.strides, buffer)
 
 
 def _check_limit(nbytes: int, limit: int | None, what: str, loc: Loc) -> None:

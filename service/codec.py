@@ -155,8 +155,12 @@ def encode_outputs(
     """The `/v1` execute response in `encoding`, and the tensor bytes it carries."""
     doc: dict[str, Any] = {"outputs": {}, "backend": backend}
     chunks: list[memoryview] = []
+    arrays: list[np.ndarray] = []  # every array the document holds (JSON `data`)
     for name, array in outputs.items():
-        doc["outputs"][name], chunk = encode_tensor(array, encoding)
+        tensor, chunk = encode_tensor(array, encoding)
+        doc["outputs"][name] = tensor
+        if "data" in tensor:
+            arrays.append(tensor["data"])
         if chunk is not None:
             chunks.append(chunk)
-    return tensor_response(doc, chunks), sum(a.nbytes for a in outputs.values())
+    return tensor_response(doc, chunks, arrays), sum(a.nbytes for a in outputs.values())

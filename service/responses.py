@@ -89,10 +89,18 @@ _MARKER = "\x00" + secrets.token_hex(16)
 _MARKER_JSON = orjson.dumps(_MARKER)
 
 
-def render_json(doc: Any) -> list[bytes]:
+def render_json(doc: Any, arrays: list[np.ndarray] | None = None) -> list[bytes]:
     """`doc` as JSON text in pieces; its NumPy arrays written piece by piece, with non-finite
-    floats as the literals `NaN`, `Infinity` and `-Infinity` (as Triton writes them)."""
-    arrays: list[np.ndarray] = []
+    floats as the literals `NaN`, `Infinity` and `-Infinity` (as Triton writes them).
+
+    `arrays`, when the caller knows them, are every array in `doc`: a small document of small
+    arrays is then written in one call, without a first pass to find them.
+    """
+    if arrays is not None and all(_as_is(a) for a in arrays):
+        whole = orjson.dumps(doc, option=JSON_OPTIONS)
+        if len(whole) < _JOIN_BELOW and b"null" not in whole:
+            return [whole]
+    arrays = []
 
     def default(obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
@@ -172,9 +180,12 @@ def _literal(value: float) -> bytes:
     return b"Infinity" if value > 0 else b"-Infinity"
 
 
-def tensor_response(doc: dict[str, Any], chunks: list[memoryview]) -> Response:
-    """`doc` as JSON, framed with the binary tensors' bytes when there are any."""
-    pieces = render_json(doc)
+def tensor_response(
+    doc: dict[str, Any], chunks: list[memoryview], arrays: list[np.ndarray] | None = None
+) -> Response:
+    """`doc` as JSON, framed with the binary tensors' bytes when there are any (`arrays`: as
+    `render_json` takes them)."""
+    pieces = render_json(doc, arrays)
     if chunks:
         return FramedResponse(pieces, chunks)
     if len(pieces) == 1:

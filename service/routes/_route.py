@@ -67,15 +67,17 @@ class KeyedRoute(APIRoute):
             handler = super().get_route_handler()
 
         async def keyed(request: Request) -> Response:
-            keys = state_of(request).settings.api_keys
-            if keys:  # with auth off the header is not even looked for
-                authorize(keys, request.headers.get("authorization", ""))
+            check_key(request)
             return await handler(request)
 
         return keyed
 
 
-Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+def check_key(request: Request) -> None:
+    """401 unless the request carries an API key of the service's (when it has any)."""
+    keys = state_of(request).settings.api_keys
+    if keys:  # with auth off the header is not even looked for
+        authorize(keys, request.headers.get("authorization", ""))
 
 
 class DirectRoutes:
@@ -85,25 +87,22 @@ class DirectRoutes:
     telemetry and body-limit middleware, find the route by trying each route in turn, then run
     its exception and exit-stack layers: tens of microseconds per request before the endpoint
     starts. The app asks `match` first; a request that matches goes through `stack`, the
-    service's own middleware (the same classes every other request passes), to its
-    `KeyedRoute` handler: the API key is checked by the same handler, a `ServiceError` is
-    rendered as the error handler renders it, and any other exception is answered by the
-    middleware as a defect. Every other request (another method, path or a `root_path`) goes to
-    FastAPI.
+    service's own middleware (the same classes every other request passes), to what its
+    `KeyedRoute` handler does: the API key checked (`check_key`), the endpoint called as it is;
+    a `ServiceError` is rendered as the error handler renders it, and any other exception is
+    answered by the middleware as a defect. Every other request (another method, path or a
+    `root_path`) goes to FastAPI.
     """
 
     def __init__(self, routers: Iterable[APIRouter], middleware: Sequence[Middleware]) -> None:
-        self.routes: list[tuple[re.Pattern[str], dict[str, Convertor[Any]], APIRoute]] = []
-        self.handlers: dict[int, Handler] = {}  # by id(route): routes are not hashable
-        for router in routers:
-            for route in router.routes:
-                if (
-                    isinstance(route, KeyedRoute)
-                    and getattr(route.endpoint, "direct_endpoint", False)
-                    and route.methods == {"POST"}
-                ):
-                    self.routes.append((route.path_regex, route.param_convertors, route))
-                    self.handlers[id(route)] = route.get_route_handler()
+        self.routes: list[tuple[re.Pattern[str], dict[str, Convertor[Any]], APIRoute]] = [
+            (route.path_regex, route.param_convertors, route)
+            for router in routers
+            for route in router.routes
+            if isinstance(route, KeyedRoute)
+            and getattr(route.endpoint, "direct_endpoint", False)
+            and route.methods == {"POST"}
+        ]
         app: ASGIApp = self._dispatch
         for cls, args, kwargs in reversed(middleware):
             app = cls(app, *args, **kwargs)
@@ -127,7 +126,9 @@ class DirectRoutes:
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:
-            response = await self.handlers[id(scope["route"])](request)
+            # What the route's `KeyedRoute` handler does: the key, then the endpoint as it is.
+            check_key(request)
+            response = await scope["endpoint"](request=request, **scope["path_params"])
         except ServiceError as exc:
             response = render_error(scope["path"], exc)
         await response(scope, receive, send)

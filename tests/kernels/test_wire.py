@@ -220,6 +220,28 @@ def test_floats_near_the_largest_value_round_or_are_refused_at_their_element(
     assert err.value.errors[0]["loc"] == ("inputs", "x", "data", 2)
 
 
+@given(
+    st.sampled_from([DataType.FLOAT16, DataType.FLOAT32]),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=20),
+)
+def test_float_data_is_each_double_rounded_once_or_refused_where_it_overflows(
+    dt: DataType, values: list[float]
+) -> None:
+    wide = np.asarray(values, np.float64)
+    with np.errstate(over="ignore"):
+        want = wide.astype(dt.numpy)
+    overflows = np.isfinite(wide) & ~np.isfinite(want)
+    if overflows.any():
+        with pytest.raises(DescriptorError, match="outside the range") as err:
+            decode_tensor(dt, [len(values)], data=values)
+        assert err.value.errors[0]["loc"][-1] == int(np.argmax(overflows))
+        return
+    if not values:
+        return  # a zero size is refused before the data is read
+    t, _ = decode_tensor(dt, [len(values)], data=values)
+    assert t.buffer.tobytes() == want.tobytes()
+
+
 def test_nested_data_is_read_row_major() -> None:
     t, _ = decode_tensor("INT32", [2, 2], data=[[1, 2], [3, 4]])
     assert t.view().tolist() == [[1, 2], [3, 4]]

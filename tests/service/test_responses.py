@@ -35,7 +35,9 @@ def test_every_type_and_size_is_written_as_the_general_path_writes_it(
     rng = np.random.default_rng(n)
     x = _values(data_type.numpy, n, rng)
     doc = {"outputs": {"OutputTensor": {"DataType": data_type.value, "data": x}}, "id": "a"}
-    assert b"".join(render_json(doc)) == _general(doc, monkeypatch)
+    general = _general(doc, monkeypatch)
+    assert b"".join(render_json(doc)) == general
+    assert b"".join(render_json(doc, [x])) == general  # the arrays named by the caller
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
@@ -46,6 +48,7 @@ def test_non_finite_floats_keep_their_literals(
     doc = {"outputs": [{"data": x}, {"data": np.arange(3, dtype=np.int16)}]}
     text = b"".join(render_json(doc))
     assert text == _general(doc, monkeypatch)
+    assert b"".join(render_json(doc, [x, doc["outputs"][1]["data"]])) == text
     literal = {"nan": b"NaN", "inf": b"Infinity", "-inf": b"-Infinity"}[str(value)]
     assert b"[1.5," + literal + b",-0.0]" in text
     # A null of the document's own (a client's id) beside finite numbers: written as it is.
