@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Hashable, MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ._common import launch, sm_count
+from ._common import Launch, launch, sm_count
 
 if TYPE_CHECKING:
     from .convolution_integer import _Problem
@@ -126,7 +128,7 @@ def padded_input_fits(plain_bytes: int, padded_bytes: int, padded_height: int) -
     return padded_height <= _GRID_YZ and padded_bytes <= 2 * plain_bytes + _PAD_SLACK
 
 
-def _nhwc_channels(x: Any, cg: int) -> bool:
+def _nhwc_channels(x: Any, cg: int, aligned: bool) -> bool:
     """The input already lies as the GEMM reads it, (N, H, W, C) with C = G * Cg packed, each
     group's channels a multiple of 16 and 16-byte aligned: no transform pass."""
     n, c, h, wd = (int(v) for v in x.shape)
@@ -137,8 +139,31 @@ def _nhwc_channels(x: Any, cg: int) -> bool:
         and (wd == 1 or sw == c)
         and (h == 1 or sh == wd * c)
         and (n == 1 or sn == h * wd * c)
-        and x.data.ptr % 16 == 0
+        and aligned
     )
+
+
+@dataclass(frozen=True)
+class _GemmPlan:
+    """Everything a tensor-core call does but the data: the layouts, the launches and their
+    scalar arguments. Worked out once per geometry (the call's host time is otherwise mostly
+    this arithmetic and the argument packing)."""
+
+    kernel: Kernel  # the GEMM that runs (a padded frame too large falls back to mma.sync)
+    cgp: int  # channels per group, padded to 16
+    kp: int  # the GEMM's K: R * S * Cgp
+    xn_shape: tuple[int, int, int, int] | None  # the transformed input; None: read in place
+    prep_x: Launch | None
+    prep_args: tuple[Any, ...]  # after (x, xn)
+    fill: Launch | None  # the z_x frame of a padded input
+    fill_args: tuple[Any, ...]  # after (xn,)
+    gemm: Launch
+    gemm_args: tuple[Any, ...]  # after (filter, input, zero points, bias, out)
+
+
+_PLANS: dict[Hashable, _GemmPlan] = {}
+_PLAN_LIMIT = 512  # geometries kept; the oldest goes first
+_PLANS_LOCK = threading.Lock()
 
 
 def tensor_core(
@@ -156,12 +181,44 @@ def tensor_core(
     call to call (a registered operator's constant) keeps its prepared form."""
     import cupy
 
+    zw_any = bool(q.w_zp.any())
+    aligned = x.data.ptr % 16 == 0
+    device = cupy.cuda.Device().id
+    key: Hashable = (device, q[:-1], zw_any, x.shape, x.strides, x.dtype.char, w.dtype.char)
+    key = (key, aligned, kernel, tile)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(x, w, q, kernel, tile, zw_any, aligned)
+        with _PLANS_LOCK:  # calls come from several worker threads
+            if len(_PLANS) >= _PLAN_LIMIT:
+                _PLANS.pop(next(iter(_PLANS)))
+            _PLANS[key] = plan
+    wp, bias, zp_dev = _prepared_filter(w, q, plan.cgp, plan.kp, filter_cache)
+    if plan.xn_shape is None:
+        xn = x
+    else:
+        xn = cupy.empty(plan.xn_shape, dtype=cupy.uint8)
+        assert plan.prep_x is not None
+        plan.prep_x(x, xn, *plan.prep_args)
+        if plan.fill is not None:
+            plan.fill(xn, *plan.fill_args)
+    plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
+    return plan.kernel
+
+
+def _plan(
+    x: Any,
+    w: Any,
+    q: _Problem,
+    kernel: Kernel,
+    tile: tuple[int, int] | None,
+    zw_any: bool,
+    aligned: bool,
+) -> _GemmPlan:
     cgp = -(-q.cg // 16) * 16
     slots = q.g * cgp
     kp = q.r * q.s * cgp
     zx_byte = q.zx & 0xFF
-
-    wp, bias, zp_dev = _prepared_filter(w, q, cgp, kp, filter_cache)
 
     n, h, wd = q.n, q.h, q.wd
     # The wgmma GEMM reads an input padded with z_x wide enough for every tap (no bounds
@@ -172,24 +229,24 @@ def tensor_core(
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots, hpad):
-            return tensor_core(x, w, out, q, "mma_sync", None, filter_cache)  # its own tile
-    if (hpad, wpad) == (h, wd) and _nhwc_channels(x, q.cg):
-        xn = x
-    else:  # -> (N, Hp, Wp, G*Cgp), padded channels = z_x
-        xn = cupy.empty((n, hpad, wpad, slots), dtype=cupy.uint8)
+            return _plan(x, w, q, "mma_sync", None, zw_any, aligned)  # its own tile
+    xn_shape: tuple[int, int, int, int] | None = None
+    prep_x = fill = None
+    prep_args: tuple[Any, ...] = ()
+    fill_args: tuple[Any, ...] = ()
+    if (hpad, wpad) != (h, wd) or not _nhwc_channels(x, q.cg, aligned):
+        xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
         sn, sc, sh_, sw_ = x.strides
         plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
-        vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and x.data.ptr % 16 == 0
+        vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and aligned
         prep_x = launch(
             _PREP_SOURCE,
             "conv_int_prep_x",
             vec,
             grid=(math.ceil(h * wd / 64), math.ceil(slots / 64), n),
         )
-        prep_x(
-            x,
-            xn,
+        prep_args = (
             *(np.int32(v) for v in (h, wd, q.cg, cgp, slots, hpad, wpad, ph, pw)),
             np.uint32(zx_byte),
             *map(np.int64, x.strides),
@@ -200,10 +257,9 @@ def tensor_core(
                 _PREP_SOURCE, "conv_int_fill_border", 16, grid=(-(-row_chunks // 256), hpad, n)
             )
             border = (h, wd, hpad, wpad, ph, pw, row_chunks)
-            fill(xn, *(np.int32(v) for v in border), np.uint32(zx_byte * 0x01010101))
+            fill_args = (*(np.int32(v) for v in border), np.uint32(zx_byte * 0x01010101))
 
     pixels = n * q.oh * q.ow
-    zw_any = bool(np.any(q.w_zp != 0))
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
     if tile is None:
         bm, bn, stages = _pick_tile(tiles, q.mg, pixels, q.g)
@@ -229,16 +285,14 @@ def tensor_core(
             shared_mem=smem,
             options=_SM90A_OPTIONS,
         )
+        ints: tuple[int, ...] = (hpad, wpad, q.ow, q.s, q.sh, q.sw, q.dh, q.dw)
+        gemm_args: tuple[Any, ...] = tuple(np.int32(v) for v in (*ints, *tail))
     else:
         smem = stages * (bm + bn) * 64
         gemm = launch(
             _SOURCE, "conv_int_igemm", *template, grid=grid, block=(128, 1, 1), shared_mem=smem
         )
-    if kernel == "wgmma":
-        ints: tuple[int, ...] = (hpad, wpad, q.ow, q.s, q.sh, q.sw, q.dh, q.dw)
-        gemm(wp, xn, zp_dev, bias, out, *(np.int32(v) for v in (*ints, *tail)))
-    else:
         ints = (h, wd, q.oh, q.ow, q.r, q.s, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw)
         zx_pattern = np.uint32(zx_byte * 0x01010101)
-        gemm(wp, xn, zp_dev, bias, out, *(np.int32(v) for v in (*ints, *tail)), zx_pattern)
-    return kernel
+        gemm_args = (*(np.int32(v) for v in (*ints, *tail)), zx_pattern)
+    return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, fill, fill_args, gemm, gemm_args)

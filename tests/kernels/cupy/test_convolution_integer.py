@@ -475,3 +475,25 @@ def test_geometry_beyond_32_bits_is_refused() -> None:
     with pytest.raises(DescriptorError, match="StartPadding"):
         conv.convolution_integer(x, w, 0, np.zeros(16, np.int32), (1, 1), (1, 1),
                                  (2**31, 0), (0, 0), 1)  # fmt: skip
+
+
+def test_gemm_plan_kept_per_geometry() -> None:
+    """The tensor-core path works its layouts and launches out once per geometry: a second
+    call with other data and filter zero points reuses it and is still exact; a sliced input
+    (another shape and strides) gets a plan of its own."""
+    gemm = launcher("_convolution_integer_gemm")
+    gemm._PLANS.clear()
+    rng = np.random.default_rng(5)
+    x = _rand(rng, (2, 32, 11, 12), np.uint8)
+    w = _rand(rng, (48, 32, 3, 3), np.int8)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    got, want = _run(x, w, 128, rng.integers(-9, 9, 48).astype(np.int32), *geometry)
+    np.testing.assert_array_equal(got, want)
+    assert len(gemm._PLANS) == 1
+    x2 = _rand(rng, x.shape, np.uint8)
+    got, want = _run(x2, w ^ 3, 128, rng.integers(-9, 9, 48).astype(np.int32), *geometry)
+    np.testing.assert_array_equal(got, want)
+    assert len(gemm._PLANS) == 1
+    got, want = _run(x2, w, 128, np.ones(48, np.int32), *geometry, view=lambda a: a[:, :, :, 1:])
+    np.testing.assert_array_equal(got, want)
+    assert len(gemm._PLANS) == 2
