@@ -92,9 +92,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise StartupError(str(exc)) from exc
         grpc_server = await _start_grpc(state)
         # What start-up made (modules, the app, compiled kernels, models) lives as long as the
-        # process. Frozen, it is left out of the collector's full passes, which would otherwise
+        # service. Frozen, it is left out of the collector's full passes, which would otherwise
         # walk all of it (tens of milliseconds with a GPU stack loaded) while every request in
-        # flight waits.
+        # flight waits. Thawed at shutdown, so a process that outlives the app can collect it.
         gc.collect()
         gc.freeze()
         logger.info("ready", extra={"backend": state.device.name if state.device else None})
@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if grpc_server is not None:
                 await grpc_server.stop(settings.shutdown_timeout_s)
             state.shared_memory.close()
+            gc.unfreeze()
             logger.info("shut down")
 
     app = ServiceApp(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import httpx
 import numpy as np
@@ -205,11 +206,25 @@ def test_requested_backend_that_cannot_start_stops_startup() -> None:
     assert "cupy" in proc.stderr and "CUDA" in proc.stderr
 
 
-async def test_start_up_freezes_what_it_made() -> None:
+async def test_start_up_freezes_what_it_made_and_shutdown_thaws_it() -> None:
     """The start-up heap is left out of the collector's full passes (a pause for every
-    request in flight otherwise); objects made while serving are still collected."""
+    request in flight otherwise); cycles made while serving are still collected, and after
+    shutdown the app itself can be."""
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
     before = gc.get_freeze_count()
     async with app_client() as c:
         assert gc.get_freeze_count() > before
         assert (await c.get("/v2/health/ready")).status_code == 200
-    assert gc.isenabled()
+        made = Cycle()
+        made_ref = weakref.ref(made)
+        del made
+        gc.collect()
+        assert made_ref() is None
+        app_ref = weakref.ref(c.app)  # type: ignore[attr-defined]
+    del c
+    gc.collect()
+    assert app_ref() is None
