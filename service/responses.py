@@ -96,28 +96,22 @@ def render_json(doc: Any, arrays: list[np.ndarray] | None = None) -> list[bytes]
     `arrays`, when the caller knows them, are every array in `doc`: a small document of small
     arrays is then written in one call, without a first pass to find them.
     """
-    if arrays is not None and all(_as_is(a) for a in arrays):
-        whole = orjson.dumps(doc, option=JSON_OPTIONS)
-        if len(whole) < _JOIN_BELOW and b"null" not in whole:
-            return [whole]
-    arrays = []
+    if arrays and (whole := _whole(doc, arrays)) is not None:
+        return [whole]
+    found: list[np.ndarray] = []
 
     def default(obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
-            arrays.append(obj)
+            found.append(obj)
             return _MARKER
         raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
     text = orjson.dumps(doc, default=default)
-    if not arrays:
+    if not found:
         return [text]
-    if all(_as_is(a) for a in arrays):
-        # Every array is one small piece that orjson writes as `array_text` does: the whole
-        # document in one call, without the marker's split and join, unless a non-finite
-        # float is there (orjson writes it as null: the only null an array of numbers holds).
-        whole = orjson.dumps(doc, option=JSON_OPTIONS)
-        if len(whole) < _JOIN_BELOW and b"null" not in whole:
-            return [whole]
+    if arrays is None and (whole := _whole(doc, found)) is not None:
+        return [whole]
+    arrays = found
     parts = text.split(_MARKER_JSON)
     pieces = [parts[0]]
     for array, after in zip(arrays, parts[1:], strict=True):
@@ -126,6 +120,16 @@ def render_json(doc: Any, arrays: list[np.ndarray] | None = None) -> list[bytes]
     if sum(len(p) for p in pieces) < _JOIN_BELOW:
         return [b"".join(pieces)]
     return pieces
+
+
+def _whole(doc: Any, arrays: list[np.ndarray]) -> bytes | None:
+    """`doc` in one orjson call where every array is one small piece that orjson writes as
+    `array_text` does, unless a non-finite float is there (orjson writes it as null: the only
+    null an array of numbers holds) or the text is large enough to send in pieces."""
+    if not all(_as_is(a) for a in arrays):
+        return None
+    whole = orjson.dumps(doc, option=JSON_OPTIONS)
+    return whole if len(whole) < _JOIN_BELOW and b"null" not in whole else None
 
 
 def _as_is(array: np.ndarray) -> bool:
