@@ -3,6 +3,7 @@ and `DirectRoutes`, which answers the POSTs of `direct` endpoints without FastAP
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from http import HTTPStatus
@@ -55,22 +56,23 @@ class KeyedRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         endpoint = self.endpoint
-        handler: Callable[[Request], Coroutine[Any, Any, Response]]
         if getattr(endpoint, "direct_endpoint", False):
-
-            async def call_direct(request: Request) -> Response:
-                response: Response = await endpoint(request=request, **request.path_params)
-                return response
-
-            handler = call_direct
-        else:
-            handler = super().get_route_handler()
+            return functools.partial(call_direct, endpoint)
+        handler = super().get_route_handler()
 
         async def keyed(request: Request) -> Response:
             check_key(request)
             return await handler(request)
 
         return keyed
+
+
+async def call_direct(endpoint: Callable[..., Any], request: Request) -> Response:
+    """A direct endpoint's whole handling, wherever it is dispatched from: the API key, then
+    the endpoint as it is, with the path's parameters."""
+    check_key(request)
+    response: Response = await endpoint(request=request, **request.path_params)
+    return response
 
 
 def check_key(request: Request) -> None:
@@ -126,9 +128,7 @@ class DirectRoutes:
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:
-            # What the route's `KeyedRoute` handler does: the key, then the endpoint as it is.
-            check_key(request)
-            response = await scope["endpoint"](request=request, **scope["path_params"])
+            response = await call_direct(scope["endpoint"], request)
         except ServiceError as exc:
             response = render_error(scope["path"], exc)
         await response(scope, receive, send)
