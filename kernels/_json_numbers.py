@@ -58,18 +58,15 @@ def floats(flat: list[Any], kinds: set[type], dt: DataType, loc: Loc) -> np.ndar
         _refuse_first(big, loc, f"an integer is too large to be represented as {dt.value}")
     target = dt.numpy
     if kinds == _FLOATS and len(flat) <= _SCANNED and target.itemsize < 8:
-        # Every magnitude within the type's largest value (min and max skip a NaN unless it
-        # comes first, and then fail the test): nothing can overflow, and each Python float
-        # (a double) is rounded once into the type, as through a FLOAT64 array.
-        largest = _LARGEST[target.itemsize]
-        if not flat or (-largest <= min(flat) and max(flat) <= largest):
+        # Python's min and max over the list (a NaN after the first value is skipped: it
+        # casts without overflow); each Python float (a double) is rounded once into the type,
+        # as through a FLOAT64 array.
+        if not flat or _fits(min(flat), max(flat), target.itemsize):
             return np.array(flat, dtype=target)
     wide = np.asarray(flat, dtype=np.float64)
     if target == wide.dtype:
         return wide
-    # Nothing to overflow when every magnitude is within the type's largest value (NaN and
-    # the infinities fail this test and take the checked cast below).
-    if not wide.size or np.maximum.reduce(np.abs(wide)) <= _LARGEST[target.itemsize]:
+    if not wide.size or _fits(wide.min(), wide.max(), target.itemsize):  # NaN: not in range
         return wide.astype(target)
     with np.errstate(over="ignore"):
         buffer = wide.astype(target)
@@ -86,6 +83,13 @@ _LARGEST = {n: float(np.finfo(f"<f{n}").max) for n in (2, 4)}
 
 
 _EXACT_FLOAT_INT = 2**53
+
+
+def _fits(low: float, high: float, itemsize: int) -> bool:
+    """Whether values from `low` to `high` cast to the float type of `itemsize` bytes without
+    overflow (a NaN bound and the infinities do not: they take the checked cast)."""
+    largest = _LARGEST[itemsize]
+    return bool(-largest <= low and high <= largest)
 
 
 def _outside(dt: DataType) -> str:
