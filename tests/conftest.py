@@ -5,6 +5,7 @@ import os
 import sys
 
 import pytest
+from hypothesis import settings
 
 from dmlserve.kernels._array import cuda_available
 
@@ -19,6 +20,11 @@ class _BareImportGuard(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _BareImportGuard())
+
+# No example may fail for taking long: this suite runs on shared, busy machines, and a test
+# must not depend on how fast they are.
+settings.register_profile("dmlserve", deadline=None)
+settings.load_profile("dmlserve")
 
 # Servers started by the tests (in process or as subprocesses, which inherit this) leave the
 # gRPC port closed unless a test asks for one: parallel runs must not contend for port 8001.
