@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from collections.abc import Hashable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -128,11 +127,13 @@ def padded_input_fits(plain_bytes: int, padded_bytes: int, padded_height: int) -
     return padded_height <= _GRID_YZ and padded_bytes <= 2 * plain_bytes + _PAD_SLACK
 
 
-def _nhwc_channels(x: Any, cg: int, aligned: bool) -> bool:
+def _nhwc_channels(
+    shape: tuple[int, ...], strides: tuple[int, ...], cg: int, aligned: bool
+) -> bool:
     """The input already lies as the GEMM reads it, (N, H, W, C) with C = G * Cg packed, each
     group's channels a multiple of 16 and 16-byte aligned: no transform pass."""
-    n, c, h, wd = (int(v) for v in x.shape)
-    sn, sc, sh, sw = (int(v) for v in x.strides)
+    n, c, h, wd = shape
+    sn, sc, sh, sw = strides
     return (
         cg % 16 == 0
         and sc == 1
@@ -161,11 +162,6 @@ class _GemmPlan:
     gemm_args: tuple[Any, ...]  # after (filter, input, zero points, bias, out)
 
 
-_PLANS: dict[Hashable, _GemmPlan] = {}
-_PLAN_LIMIT = 512  # geometries kept; the oldest goes first
-_PLANS_LOCK = threading.Lock()
-
-
 def tensor_core(
     x: Any,
     w: Any,
@@ -181,18 +177,18 @@ def tensor_core(
     call to call (a registered operator's constant) keeps its prepared form."""
     import cupy
 
-    zw_any = bool(q.w_zp.any())
-    aligned = x.data.ptr % 16 == 0
-    device = cupy.cuda.Device().id
-    key: Hashable = (device, q[:-1], zw_any, x.shape, x.strides, x.dtype.char, w.dtype.char)
-    key = (key, aligned, kernel, tile)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _plan(x, w, q, kernel, tile, zw_any, aligned)
-        with _PLANS_LOCK:  # calls come from several worker threads
-            if len(_PLANS) >= _PLAN_LIMIT:
-                _PLANS.pop(next(iter(_PLANS)))
-            _PLANS[key] = plan
+    plan = _plan(
+        cupy.cuda.Device().id,
+        q.geometry(),
+        bool(q.w_zp.any()),
+        x.shape,
+        x.strides,
+        x.dtype.char,
+        w.dtype.char,
+        x.data.ptr % 16 == 0,
+        kernel,
+        tile,
+    )
     wp, bias, zp_dev = _prepared_filter(w, q, plan.cgp, plan.kp, filter_cache)
     if plan.xn_shape is None:
         xn = x
@@ -206,15 +202,22 @@ def tensor_core(
     return plan.kernel
 
 
+@functools.lru_cache(maxsize=512)
 def _plan(
-    x: Any,
-    w: Any,
-    q: _Problem,
+    device: int,  # the compiled kernels and the SM count are the current device's
+    geometry: tuple[int, ...],
+    zw_any: bool,
+    x_shape: tuple[int, ...],
+    x_strides: tuple[int, ...],
+    x_dtype: str,
+    w_dtype: str,
+    aligned: bool,
     kernel: Kernel,
     tile: tuple[int, int] | None,
-    zw_any: bool,
-    aligned: bool,
 ) -> _GemmPlan:
+    from .convolution_integer import _Problem  # that module imports this one
+
+    q = _Problem.from_geometry(geometry)
     cgp = -(-q.cg // 16) * 16
     slots = q.g * cgp
     kp = q.r * q.s * cgp
@@ -229,15 +232,16 @@ def _plan(
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots, hpad):
-            return _plan(x, w, q, "mma_sync", None, zw_any, aligned)  # its own tile
+            args = (x_shape, x_strides, x_dtype, w_dtype, aligned, "mma_sync", None)
+            return _plan(device, geometry, zw_any, *args)  # with its own tile
     xn_shape: tuple[int, int, int, int] | None = None
     prep_x = fill = None
     prep_args: tuple[Any, ...] = ()
     fill_args: tuple[Any, ...] = ()
-    if (hpad, wpad) != (h, wd) or not _nhwc_channels(x, q.cg, aligned):
+    if (hpad, wpad) != (h, wd) or not _nhwc_channels(x_shape, x_strides, q.cg, aligned):
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
-        sn, sc, sh_, sw_ = x.strides
+        sn, sc, sh_, sw_ = x_strides
         plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
         vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and aligned
         prep_x = launch(
@@ -249,7 +253,7 @@ def _plan(
         prep_args = (
             *(np.int32(v) for v in (h, wd, q.cg, cgp, slots, hpad, wpad, ph, pw)),
             np.uint32(zx_byte),
-            *map(np.int64, x.strides),
+            *map(np.int64, x_strides),
         )
         if (hpad, wpad) != (h, wd):
             row_chunks = wpad * slots // 16
@@ -271,7 +275,7 @@ def _plan(
         stages = found[0]
     grid = (math.ceil(pixels / bn), math.ceil(q.mg / bm), q.g)
     tail = (q.m, q.mg, cgp, slots, kp, pixels, q.oh * q.ow)
-    template = (w.dtype, x.dtype, bm, bn, stages, zw_any)
+    template = (np.dtype(w_dtype), np.dtype(x_dtype), bm, bn, stages, zw_any)
     if kernel == "wgmma":
         # + 1024: the stages are aligned to 1024 bytes; + BN * 12: pixel sums and offsets
         body = max(stages * (bm + bn) * 64, bm * (bn + 4) * 4)  # stages, or the staging tile

@@ -79,6 +79,16 @@ class _Problem(NamedTuple):
         """Output channels per group."""
         return self.m // self.g
 
+    def geometry(self) -> tuple[int, ...]:
+        """Every field but the filter's zero points (the last): what a launch plan may depend
+        on, hashable; `_Problem.from_geometry` makes it a problem again."""
+        return tuple(self[:-1])
+
+    @classmethod
+    def from_geometry(cls, geometry: tuple[int, ...]) -> _Problem:
+        """The problem of `geometry`, without the filter's zero points (an empty array)."""
+        return cls._make((*geometry, np.zeros(0, np.int32)))
+
     def cuda_core_ints(self) -> tuple[int, ...]:
         """The scalar arguments both CUDA-core kernels take, in their order."""
         return (

@@ -478,22 +478,27 @@ def test_geometry_beyond_32_bits_is_refused() -> None:
 
 
 def test_gemm_plan_kept_per_geometry() -> None:
-    """The tensor-core path works its layouts and launches out once per geometry: a second
-    call with other data and filter zero points reuses it and is still exact; a sliced input
-    (another shape and strides) gets a plan of its own."""
-    gemm = launcher("_convolution_integer_gemm")
-    gemm._PLANS.clear()
+    """The tensor-core path works its layouts and launches out once per geometry: a call with
+    other data and other nonzero filter zero points reuses the plan and is still exact; all-zero
+    filter zero points, another input zero point and a sliced input each get a plan of their
+    own, and are exact too."""
+    plans = launcher("_convolution_integer_gemm")._plan
+    plans.cache_clear()
     rng = np.random.default_rng(5)
     x = _rand(rng, (2, 32, 11, 12), np.uint8)
     w = _rand(rng, (48, 32, 3, 3), np.int8)
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
-    got, want = _run(x, w, 128, rng.integers(-9, 9, 48).astype(np.int32), *geometry)
-    np.testing.assert_array_equal(got, want)
-    assert len(gemm._PLANS) == 1
-    x2 = _rand(rng, x.shape, np.uint8)
-    got, want = _run(x2, w ^ 3, 128, rng.integers(-9, 9, 48).astype(np.int32), *geometry)
-    np.testing.assert_array_equal(got, want)
-    assert len(gemm._PLANS) == 1
-    got, want = _run(x2, w, 128, np.ones(48, np.int32), *geometry, view=lambda a: a[:, :, :, 1:])
-    np.testing.assert_array_equal(got, want)
-    assert len(gemm._PLANS) == 2
+
+    def exact(x: np.ndarray, w: np.ndarray, zx: int, zw: np.ndarray, **kw: Any) -> int:
+        got, want = _run(x, w, zx, zw, *geometry, **kw)
+        np.testing.assert_array_equal(got, want)
+        return int(plans.cache_info().currsize)
+
+    def zw() -> np.ndarray:
+        return rng.integers(1, 9, 48).astype(np.int32)
+
+    assert exact(x, w, 128, zw()) == 1
+    assert exact(_rand(rng, x.shape, np.uint8), w ^ 3, 128, zw()) == 1
+    assert exact(x, w, 128, np.zeros(48, np.int32)) == 2
+    assert exact(x, w, 7, zw()) == 3
+    assert exact(x, w, 128, zw(), view=lambda a: a[:, :, :, 1:]) == 4
