@@ -14,8 +14,8 @@ from dmlserve.kernels import reference
 from ._support import (
     ALL_DTYPES,
     LAYOUTS,
-    assert_matches,
     WINDOW_CASES,
+    assert_matches,
     check,
     cols_shape,
     float_rtol,
