@@ -220,33 +220,37 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         )
 
     # UNFOLD / FOLD
-    def unfold_case(label: str, shape: tuple[int, ...], k: int, s: int, p: int) -> None:
+    def unfold_case(
+        label: str, shape: tuple[int, ...], k: int, s: int, p: int, paths: tuple[str | None, ...]
+    ) -> None:
         n, c, h, w = shape
         oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         cols = n * c * k * k * oh * ow
         window = Window((k, k), (s, s), (1, 1), (p, p), (p, p))
-        add(
-            f"unfold {label}",
-            shape,
-            np.float32,
-            lambda x: UNFOLD.unfold(x, window),
-            lambda t: F.unfold(t, k, dilation=1, padding=p, stride=s),
-            cols,
-        )
-        add(
-            f"fold {label}",
-            (n, c * k * k, oh * ow),
-            np.float32,
-            lambda x: FOLD.fold(x, (h, w), window),
-            lambda t: F.fold(t, (h, w), k, dilation=1, padding=p, stride=s),
-            n * c * h * w,
-            rtol=1e-5,
-        )
+        for path in paths:
+            add(
+                f"unfold {label}{tag(path)}",
+                shape,
+                np.float32,
+                lambda x, q=path: UNFOLD.unfold_on(q, x, window),
+                lambda t: F.unfold(t, k, dilation=1, padding=p, stride=s),
+                cols,
+            )
+        for path in paths:
+            add(
+                f"fold {label}{tag(path)}",
+                (n, c * k * k, oh * ow),
+                np.float32,
+                lambda x, q=path: FOLD.fold_on(q, x, (h, w), window),
+                lambda t: F.fold(t, (h, w), k, dilation=1, padding=p, stride=s),
+                n * c * h * w,
+                rtol=1e-5,
+            )
 
-    unfold_case("ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0)
-    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1)
-    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1)
-    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1)
+    unfold_case("ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0, (None, "chunks"))
+    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,))
+    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, (None,))
+    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, (None,))
 
     # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
     def pool_case(

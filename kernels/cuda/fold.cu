@@ -8,10 +8,12 @@
 // k = k0, k0 + stride/g, ... (k0 from a modular inverse the host precomputes), whose blocks
 // step down by dilation/g. The summation order is fixed (window offsets row-major), so
 // results are bitwise deterministic. Integers wrap in their own width (unsigned arithmetic),
-// FLOAT16 accumulates in float32.
+// FLOAT16 accumulates in float32. Non-overlapping 2-D windows take fold_patches instead
+// (patches.cuh): one tap per element, a shared-memory transpose.
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "patches.cuh"
 
 namespace dml {
 
@@ -186,6 +188,27 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
                           out, span.first, span.end);
 }
 
+// A sum of exactly one tap, in the accumulator type as fold_chunks forms it (0 + v: a float
+// -0.0 becomes +0.0), on the element's bits.
+template <typename T> struct SingleTap {
+    typedef typename Bits<sizeof(T)>::type W;
+    __device__ __forceinline__ static W apply(W bits) {
+        typedef typename Accumulate<T>::type A;
+        const T v = *reinterpret_cast<const T*>(&bits);
+        const T sum = narrow<T, A>((A)0 + widen<A, T>(v));
+        return *reinterpret_cast<const W*>(&sum);
+    }
+};
+
+// FOLD of non-overlapping 2-D windows (PatchParams, patches.cuh): columns -> image.
+template <typename T, typename IDX>
+__global__ void __launch_bounds__(PATCH_THREADS, PATCH_CTAS)
+fold_patches(const T* __restrict__ cols, T* __restrict__ y, const PatchParams p) {
+    typedef typename Bits<sizeof(T)>::type W;
+    move_patches<sizeof(T), false, SingleTap<T>, IDX>(reinterpret_cast<const W*>(cols),
+                                                      reinterpret_cast<W*>(y), p);
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -195,4 +218,8 @@ template __global__ void dml::fold_chunks<double, 1, int>(const double*, double*
 template __global__ void dml::fold_chunks<signed char, 3, long long>(const signed char*, signed char*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<unsigned long long, 6, int>(const unsigned long long*, unsigned long long*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<short, 2, int>(const short*, short*, const dml::FoldParams);
+template __global__ void dml::fold_patches<float, int>(const float*, float*, const dml::PatchParams);
+template __global__ void dml::fold_patches<__half, long long>(const __half*, __half*, const dml::PatchParams);
+template __global__ void dml::fold_patches<signed char, int>(const signed char*, signed char*, const dml::PatchParams);
+template __global__ void dml::fold_patches<double, int>(const double*, double*, const dml::PatchParams);
 #endif

@@ -6,7 +6,10 @@
 // is affine in the innermost block index (pos = b*stride + k*dilation - pad), so the inner
 // loop only adds the stride and carries into the outer block dims when a block row ends.
 // Padding taps are written as zeros explicitly: the output is never pre-filled.
+// Non-overlapping 2-D windows take unfold_patches instead (patches.cuh): a shared-memory
+// transpose with 16-byte reads and writes on both sides.
 #include "common.cuh"
+#include "patches.cuh"
 
 namespace dml {
 
@@ -129,6 +132,14 @@ unfold_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BY
     store_span<BYTES>(y + (row_start + (IDX)span.c0), out, span.first, span.end);
 }
 
+// UNFOLD of non-overlapping 2-D windows (PatchParams, patches.cuh): image -> columns.
+template <int BYTES, typename IDX>
+__global__ void __launch_bounds__(PATCH_THREADS, PATCH_CTAS)
+unfold_patches(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+               const PatchParams p) {
+    move_patches<BYTES, true, SameBits, IDX>(x, y, p);
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -137,4 +148,8 @@ template __global__ void dml::unfold_chunks<2, 2, int>(const unsigned short*, un
 template __global__ void dml::unfold_chunks<4, 2, int>(const unsigned int*, unsigned int*, const dml::UnfoldParams);
 template __global__ void dml::unfold_chunks<4, 3, long long>(const unsigned int*, unsigned int*, const dml::UnfoldParams);
 template __global__ void dml::unfold_chunks<8, 6, int>(const unsigned long long*, unsigned long long*, const dml::UnfoldParams);
+template __global__ void dml::unfold_patches<4, int>(const unsigned int*, unsigned int*, const dml::PatchParams);
+template __global__ void dml::unfold_patches<2, long long>(const unsigned short*, unsigned short*, const dml::PatchParams);
+template __global__ void dml::unfold_patches<1, int>(const unsigned char*, unsigned char*, const dml::PatchParams);
+template __global__ void dml::unfold_patches<8, int>(const unsigned long long*, unsigned long long*, const dml::PatchParams);
 #endif

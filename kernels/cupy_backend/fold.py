@@ -5,14 +5,18 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..geometry import Window
 from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
+from ._patches import patch_plan
 
-__all__ = ["fold"]
+__all__ = ["PATHS", "fold", "fold_on"]
+
+Path = Literal["patches", "chunks"]
+PATHS: tuple[Path, ...] = ("patches", "chunks")
 
 PARAMS = param_struct("fold.cu", "dml::FoldParams")
 
@@ -32,8 +36,14 @@ def _plan(
     dtype: np.dtype,
     output_sizes: tuple[int, ...],
     window: Window,
+    path: Path | None = None,
 ) -> Plan:
-    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    """Everything but the data, once per geometry: a call then only allocates and launches.
+
+    ``path`` forces a kernel (tests run every case through each); None and "patches" take
+    fold_patches where the windows tile the image without overlap (patches.cuh: one tap per
+    element), else fold_chunks.
+    """
     strides, dilations = window.strides, window.dilations
     n, rows, _ = shape
     dims = len(output_sizes)
@@ -45,13 +55,20 @@ def _plan(
     if math.prod(out_shape) == 0:
         return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
+    xs = [s // itemsize for s in byte_strides]
+    if path != "chunks":
+        image_strides = (c * math.prod(output_sizes), math.prod(output_sizes), output_sizes[-1], 1)
+        patches = patch_plan(
+            out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_patches", dtype
+        )
+        if patches is not None:
+            return patches
 
     gcds = [math.gcd(s, d) for s, d in zip(strides, dilations, strict=True)]
     k_steps = [s // g for s, g in zip(strides, gcds, strict=True)]
     b_steps = [d // g for d, g in zip(dilations, gcds, strict=True)]
     inverses = [pow(b % k, -1, k) if k > 1 else 0 for b, k in zip(b_steps, k_steps, strict=True)]
 
-    xs = [s // itemsize for s in byte_strides]
     p["col_stride_n"], p["col_stride_r"], p["col_stride_l"] = xs
     p["size"][:dims] = output_sizes
     p["window"][:dims] = window.sizes
@@ -80,4 +97,10 @@ def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
     Integers wrap in their own type, FLOAT16 accumulates in float32; the summation order is
     fixed, so results are deterministic.
     """
-    return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window).run(x)
+    return fold_on(None, x, output_sizes, window)
+
+
+def fold_on(path: Path | None, x: Any, output_sizes: Sequence[int], window: Window) -> Any:
+    """`fold` through the kernel `path` (None: the launcher's choice; "patches" falls back to
+    "chunks" where the windows overlap or do not tile the image)."""
+    return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window, path).run(x)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..geometry import Window
 from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
+from ._patches import patch_plan
 
-__all__ = ["unfold"]
+__all__ = ["PATHS", "unfold", "unfold_on"]
+
+Path = Literal["patches", "chunks"]
+PATHS: tuple[Path, ...] = ("patches", "chunks")
 
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
 
@@ -22,8 +26,14 @@ def _plan(
     byte_strides: tuple[int, ...],
     itemsize: int,
     window: Window,
+    path: Path | None = None,
 ) -> Plan:
-    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    """Everything but the data, once per geometry: a call then only allocates and launches.
+
+    ``path`` forces a kernel (tests run every case through each); None and "patches" take
+    unfold_patches where the windows tile the image without overlap (patches.cuh), else
+    unfold_chunks.
+    """
     n, c, *sizes = shape
     dims = len(sizes)
     blocks = window.blocks(sizes)
@@ -35,6 +45,13 @@ def _plan(
         return Plan(out_shape, None, p)
 
     xs = [s // itemsize for s in byte_strides]
+    if path != "chunks":
+        col_strides = (c * taps * length, length, 1)
+        patches = patch_plan(
+            shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_patches", itemsize
+        )
+        if patches is not None:
+            return patches
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
     p["x_stride"][:dims] = xs[2:]
     p["size"][:dims] = sizes
@@ -52,6 +69,12 @@ def _plan(
     )
 
 
+def unfold_on(path: Path | None, x: Any, window: Window) -> Any:
+    """`unfold` through the kernel `path` (None: the launcher's choice; "patches" falls back to
+    "chunks" where the windows overlap or do not tile the image)."""
+    return _plan(x.shape, x.strides, x.dtype.itemsize, window, path).run(x)
+
+
 def unfold(x: Any, window: Window) -> Any:
     """``(N, C, *S) -> (N, C*prod(K), BlockCount)`` for 1..6 spatial dims, any dtype."""
-    return _plan(x.shape, x.strides, x.dtype.itemsize, window).run(x)
+    return unfold_on(None, x, window)

@@ -126,6 +126,11 @@ WINDOW_CASES = [
     ((8, 9), (4, 6), (6, 4), (3, 2), (2, 5), (1, 4)),  # gcd(stride, dilation) > 1
     ((70, 3), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),  # tall and narrow
     ((9, 150), (3, 3), (2, 1), (1, 1), (1, 1), (1, 1)),  # rows longer than a warp's chunks
+    # Non-overlapping windows that tile the image (the shared-memory transpose kernels):
+    ((27, 14), (3, 2), (3, 2), (1, 1), (0, 0), (0, 0)),  # a partial last tile, odd segments
+    ((4, 12), (1, 4), (1, 4), (1, 1), (0, 0), (0, 0)),  # one window row
+    ((10, 5), (2, 1), (2, 1), (1, 1), (0, 0), (0, 0)),  # one window column
+    ((48, 40), (8, 5), (8, 5), (1, 1), (0, 0), (0, 0)),  # several tiles, wide windows
 ]
 
 

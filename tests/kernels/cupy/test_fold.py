@@ -1,8 +1,9 @@
 """CuPy FOLD against the NumPy reference: integers bit-exact (wrapping in their type), float
-sums within rounding."""
+sums within rounding; every kernel path (a path that does not apply falls back)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from ._support import (
     ALL_DTYPES,
     LAYOUTS,
     WINDOW_CASES,
+    assert_matches,
     check,
     cols_shape,
     float_rtol,
@@ -25,8 +27,17 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-def _fold(x: Any, *args: Any) -> Any:
-    return launcher("fold").fold(x, *args)
+PATHS = [None, "patches", "chunks"]
+
+
+def _fold(path: Any) -> Any:
+    return functools.partial(launcher("fold").fold_on, path)
+
+
+def cupy_array(host: np.ndarray) -> Any:
+    import cupy
+
+    return cupy.asarray(host)
 
 
 def _args(case: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -34,26 +45,41 @@ def _args(case: tuple[Any, ...]) -> tuple[Any, ...]:
     return case[0], window_of(case)
 
 
+@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_dtypes(dtype: Any) -> None:
+def test_dtypes(path: Any, dtype: Any) -> None:
     rng = np.random.default_rng(21)
     for case in WINDOW_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
-        check(_fold, reference.fold, host, "contiguous", _args(case), float_rtol(dtype))
+        check(_fold(path), reference.fold, host, "contiguous", _args(case), float_rtol(dtype))
 
 
+@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint64], ids=str)
-def test_strided_inputs(layout: str, dtype: Any) -> None:
+def test_strided_inputs(path: Any, layout: str, dtype: Any) -> None:
     rng = np.random.default_rng(22)
     for case in WINDOW_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
-        check(_fold, reference.fold, host, layout, _args(case), float_rtol(dtype))
+        check(_fold(path), reference.fold, host, layout, _args(case), float_rtol(dtype))
 
 
-def test_integer_sums_wrap_in_their_type() -> None:
+@pytest.mark.parametrize("path", PATHS, ids=str)
+def test_integer_sums_wrap_in_their_type(path: Any) -> None:
     # 3x3 stride 1: interior positions sum 9 taps of values near the type's maximum.
     case = ((6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     for dtype in (np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64):
         host = np.full(cols_shape(1, 2, case), np.iinfo(dtype).max - 3, dtype=dtype)
-        check(_fold, reference.fold, host, "contiguous", _args(case))
+        check(_fold(path), reference.fold, host, "contiguous", _args(case))
+
+
+@pytest.mark.parametrize("path", PATHS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=str)
+def test_single_taps_are_sums_from_zero(path: Any, dtype: Any) -> None:
+    # Non-overlapping windows put one tap on each element; as a sum from 0 a -0.0 tap is +0.0.
+    case = ((8, 12), (2, 4), (2, 4), (1, 1), (0, 0), (0, 0))
+    host = np.full(cols_shape(1, 2, case), -0.0, dtype=dtype)
+    got = launcher("fold").fold_on(path, cupy_array(host), *_args(case))
+    expected = reference.fold(host, *_args(case))
+    assert not np.signbit(expected).any()
+    assert_matches(got, expected)

@@ -1,7 +1,9 @@
-"""CuPy UNFOLD against the NumPy reference: bit-exact."""
+"""CuPy UNFOLD against the NumPy reference: bit-exact, every kernel path (a path that does not
+apply falls back)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -23,25 +25,30 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-def _unfold(x: Any, *args: Any) -> Any:
-    return launcher("unfold").unfold(x, *args)
+PATHS = [None, "patches", "chunks"]
 
 
+def _unfold(path: Any) -> Any:
+    return functools.partial(launcher("unfold").unfold_on, path)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_dtypes(dtype: Any) -> None:
+def test_dtypes(path: Any, dtype: Any) -> None:
     rng = np.random.default_rng(11)
     for case in WINDOW_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
-        check(_unfold, reference.unfold, host, "contiguous", (window_of(case),))
+        check(_unfold(path), reference.unfold, host, "contiguous", (window_of(case),))
 
 
+@pytest.mark.parametrize("path", PATHS, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8, np.float64], ids=str)
-def test_strided_inputs(layout: str, dtype: Any) -> None:
+def test_strided_inputs(path: Any, layout: str, dtype: Any) -> None:
     rng = np.random.default_rng(12)
     for case in WINDOW_CASES:
         host = random_array((2, 3, *case[0]), dtype, rng)
-        check(_unfold, reference.unfold, host, layout, (window_of(case),))
+        check(_unfold(path), reference.unfold, host, layout, (window_of(case),))
 
 
 def test_unfold_then_fold_counts_overlaps() -> None:

@@ -1,0 +1,97 @@
+"""Non-overlapping 2-D windows (`kernels/cuda/patches.cuh`): the plan shared by UNFOLD's and
+FOLD's shared-memory transpose kernels, and the rule for when it applies."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..geometry import Window
+from ._common import INT32_LIMIT, Plan, fast_divmod, index_type, launch, param_struct
+
+__all__ = ["PARAMS", "patch_plan"]
+
+PARAMS = param_struct("patches.cuh", "dml::PatchParams")
+THREADS = 256  # PATCH_THREADS
+# Shared memory per CTA for its tile: 6 CTAs of ~30 KB fit an SM's 228 KB (the register
+# budget, PATCH_CTAS, allows 6), and a tile stays under the 48 KB a launch gets unasked.
+TILE_BYTES = 32 * 1024
+# A plane is split into at least this many tiles where its block rows allow, so small planes
+# still spread over the SMs.
+MIN_TILES = 4
+
+
+def _tile_rows(blocks_h: int, row_bytes: int) -> int:
+    """Block rows per CTA: as many as TILE_BYTES holds, at most blocks_h / MIN_TILES."""
+    return max(1, min(TILE_BYTES // row_bytes, blocks_h // MIN_TILES))
+
+
+def patch_plan(
+    image_shape: Sequence[int],
+    image_strides: Sequence[int],
+    col_strides: Sequence[int],
+    window: Window,
+    itemsize: int,
+    to_columns: bool,
+    source: str,
+    name: str,
+    *template_args: object,
+) -> Plan | None:
+    """The plan of ``dml::name<template_args..., index type>`` (``src``, ``dst``, params) when
+    the window tiles the image exactly without overlap, else None.
+
+    ``image_shape`` is (N, C, H, W) with element strides ``image_strides``; ``col_strides``
+    are those of the (N, C*KH*KW, BH*BW) column tensor. ``to_columns``: the image is the
+    source (UNFOLD), else the columns are (FOLD); the output is C-contiguous.
+    """
+    n, c, *sizes = image_shape
+    if len(sizes) != 2 or math.prod(image_shape) == 0:
+        return None
+    (h, w), (kh, kw) = sizes, tuple(window.sizes)
+    exact = tuple(window.strides) == (kh, kw) and h % kh == 0 and w % kw == 0
+    plain = all(d == 1 for d in window.dilations)
+    unpadded = not any(window.start_padding) and not any(window.end_padding)
+    compact = tuple(image_strides[2:]) == (w, 1) and col_strides[2] == 1
+    if not (exact and plain and unpadded and compact):
+        return None
+    blocks_h, blocks_w = h // kh, w // kw
+    row_bytes = kh * (w + blocks_w) * itemsize  # one block row's tile, spare slots included
+    if row_bytes > TILE_BYTES:
+        return None
+    rows = _tile_rows(blocks_h, row_bytes)
+    tiles = -(-blocks_h // rows)
+    per_chunk = 16 // itemsize
+    segment_chunks = -(-(rows * blocks_w + per_chunk - 1) // per_chunk)
+    ctas = n * c * tiles
+    cols_shape = (n, c * kh * kw, blocks_h * blocks_w)
+    if ctas > INT32_LIMIT or cols_shape[1] * segment_chunks > INT32_LIMIT:
+        return None
+
+    p = np.zeros((), dtype=PARAMS)
+    p["image_stride_n"], p["image_stride_c"] = image_strides[:2]
+    p["col_stride_n"], p["col_stride_r"] = col_strides[:2]
+    p["width"], p["window_h"], p["window_w"] = w, kh, kw
+    p["blocks_h"], p["blocks_w"] = blocks_h, blocks_w
+    p["tile_rows"] = rows
+    p["segment_chunks"] = segment_chunks
+    p["window_w_div"] = fast_divmod(kw)
+    p["blocks_w_div"] = fast_divmod(blocks_w)
+    p["segment_div"] = fast_divmod(segment_chunks)
+    p["tiles_div"] = fast_divmod(tiles)
+    p["channel_div"] = fast_divmod(c)
+    wide = "long long" in (
+        index_type(image_shape, image_strides, ctas),
+        index_type(cols_shape, col_strides, ctas),
+    )
+    kernel = launch(
+        source,
+        name,
+        *template_args,
+        "long long" if wide else "int",
+        grid=(ctas, 1, 1),
+        block=(THREADS, 1, 1),
+        shared_mem=rows * row_bytes,
+    )
+    return Plan(cols_shape if to_columns else tuple(image_shape), kernel, p)
