@@ -26,10 +26,13 @@ from ._common import (
 
 __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 
-Path = Literal["strip", "rows", "tiled", "direct"]
-PATHS: tuple[Path, ...] = ("strip", "rows", "tiled", "direct")
+Path = Literal["bands", "strip", "rows", "tiled", "direct"]
+PATHS: tuple[Path, ...] = ("bands", "strip", "rows", "tiled", "direct")
 
 PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
+# The same bytes as one opaque field: CuPy copies a structured kernel argument field by field
+# (CuPy 14.2: 6.9 us per launch for the 26 fields of PARAMS, 1.2 us as one field).
+PARAMS_BYTES = np.dtype([("bytes", np.dtype((np.void, PARAMS.itemsize)))])
 
 # Window sizes compiled as template constants (others are read at run time).
 SPECIALISED_WINDOWS = (1, 2, 3)
@@ -123,13 +126,18 @@ def _strip_plan(
     window: Window,
     out3: list[int],
     p: np.ndarray,
+    bands: bool,
 ) -> Launch | None:
     """pool_strip over the 3-D form: 2-D pools walk H (the D axis of the kernel) with unit
-    rows, 1-D pools have unit D and H."""
+    rows, 1-D pools have unit D and H. With ``bands``, 1-D and 2-D pools go to pool_bands
+    instead: unit D, bands of rows down H, no walk (3-D pools keep pool_strip, which already
+    reads bands of rows at each step of its walk)."""
     n, c, *sizes = shape
     dims = len(sizes)
+    bands = bands and dims < 3
     # kernel axes (D, H, W) <- pool axes
-    axes = {1: (None, None, 0), 2: (0, None, 1), 3: (0, 1, 2)}[dims]
+    two_d = (None, 0, 1) if bands else (0, None, 1)
+    axes = {1: (None, None, 0), 2: two_d, 3: (0, 1, 2)}[dims]
     k3 = [window.sizes[a] if a is not None else 1 for a in axes]
     s3 = [window.strides[a] if a is not None else 1 for a in axes]
     pad3 = [window.start_padding[a] if a is not None else 0 for a in axes]
@@ -139,7 +147,9 @@ def _strip_plan(
     v = 16 // dtype.itemsize
     lanes = min(32, 1 << max(0, (-(-o3[2] // v) - 1).bit_length()))
     spans = -(-o3[2] // (lanes * v))
-    ty = 1 if dims < 3 else min(4 if s3[1] == 1 else 2, 1 << max(0, (o3[1] - 1).bit_length()))
+    # Bands of 4 rows (2 at H stride 2: 5 input rows of 8 W elements per lane) keep 6 or more
+    # 16-byte loads in flight per lane at 60-128 registers.
+    ty = min(4 if s3[1] == 1 else 2, 1 << max(0, (o3[1] - 1).bit_length()))
     tiles = -(-o3[1] // ty)
     per_run = n * c * tiles * spans
     want = sm_count() * STRIP_WARPS_PER_SM * 32
@@ -162,9 +172,9 @@ def _strip_plan(
     groups = BLOCK // lanes
     return launch(
         "average_pooling_strip.cu",
-        "pool_strip",
+        "pool_bands" if bands else "pool_strip",
         dtype,
-        *k3,
+        *(k3[1:] if bands else k3),
         s3[1],
         s3[2],
         pad3[2],
@@ -183,12 +193,25 @@ def _plan(
     include_padding: bool,
     path: Path | None = None,
 ) -> Plan:
-    """Everything but the data, once per geometry: a call then only allocates and launches.
+    """Everything but the data, once per geometry: a call then only allocates and launches."""
+    plan = _choose(shape, byte_strides, dtype, window, include_padding, path)
+    return plan._replace(params=plan.params.view(PARAMS_BYTES))
 
-    ``path`` forces a kernel where it applies (tests run every case through each; "strip"
-    falls back to the others' choice where it does not); None chooses pool_strip for
-    overlapping small windows (but pool_rows for 1-D and 2-D windows that re-read little, such
-    as k3s2), pool_rows where windows re-read little, else pool_tiled, else pool_direct.
+
+def _choose(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    dtype: np.dtype,
+    window: Window,
+    include_padding: bool,
+    path: Path | None,
+) -> Plan:
+    """The kernel and its parameters for one call geometry.
+
+    ``path`` forces a kernel where it applies (tests run every case through each; "strip" and
+    "bands" fall back to the others' choice where they do not); None chooses pool_bands for
+    overlapping small 2-D windows, pool_strip for 3-D ones and 1-D ones that re-read much,
+    pool_rows where windows re-read little, else pool_tiled, else pool_direct.
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -210,13 +233,24 @@ def _plan(
 
     # Measured on an H100 (NOTES-memory-kernels.md, run 5): the strip kernel beats the tiles on
     # overlapping windows (2-D k3s1 68 vs 54 % of copy, 3-D k3s1 83 vs 40 %) and pool_rows on
-    # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %) and stays.
+    # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %). 2-D overlapping
+    # windows go to the bands (every load of a band in flight at once, as in the 3-D walk's
+    # steps, where the 2-D walk had one row's): chosen by prediction, the benchmark times the
+    # bands beside the walk and pool_rows.
     overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
     few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
     strip_fits = _strip_axes(window)
-    strip_wins = overlapping and not (dims <= 2 and few_reads)
-    if path == "strip" or (path is None and strip_wins and strip_fits):
-        if strip_fits and (kernel := _strip_plan(shape, xs, dtype, window, out3, p)) is not None:
+    if path is None and overlapping and strip_fits:
+        if dims == 2:
+            path = "bands"
+        elif dims == 3 or not few_reads:
+            path = "strip"
+    if path in ("strip", "bands"):
+        if (
+            strip_fits
+            and (kernel := _strip_plan(shape, xs, dtype, window, out3, p, path == "bands"))
+            is not None
+        ):
             return Plan(out_shape, kernel, p)
         path = None
 

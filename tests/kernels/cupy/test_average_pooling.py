@@ -20,7 +20,7 @@ from ._support import LAYOUTS, check, float_rtol, launcher, random_array
 
 pytestmark = pytest.mark.gpu
 
-PATHS = [None, "strip", "rows", "tiled", "direct"]
+PATHS = [None, "bands", "strip", "rows", "tiled", "direct"]
 
 # (spatial sizes, window, strides, dilations, start, end)
 CASES = [
@@ -67,9 +67,11 @@ def test_average_pooling(dtype: Any, include_padding: bool, layout: str, path: A
         check(_pool(path), reference.average_pooling, host, layout, args, float_rtol(dtype))
 
 
+@pytest.mark.parametrize("path", ["strip", "bands"])
 @pytest.mark.parametrize("include_padding", [True, False])
-def test_strip_runs_down_long_planes(include_padding: bool) -> None:
-    """Enough planes that the strip kernel splits the walk into runs of several planes."""
+def test_strip_runs_down_long_planes(include_padding: bool, path: str) -> None:
+    """Enough planes that the strip kernel splits the walk into runs of several planes (and
+    the bands kernel has many bands per plane)."""
     rng = np.random.default_rng(32)
     for sizes, window, strides, pads in [
         ((64, 64), (3, 3), (1, 1), (1, 1)),
@@ -79,7 +81,7 @@ def test_strip_runs_down_long_planes(include_padding: bool) -> None:
         host = random_array((8, 64, *sizes), np.float32, rng)
         dims = len(sizes)
         args = (Window(window, strides, (1,) * dims, pads, pads), include_padding)
-        check(_pool("strip"), reference.average_pooling, host, "contiguous", args, 1e-5)
+        check(_pool(path), reference.average_pooling, host, "contiguous", args, 1e-5)
 
 
 def test_needs_64_bit_indexing() -> None:
