@@ -14,6 +14,12 @@
 //
 // pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
 // from global memory (any strides, any row length).
+//
+// pad_tiles: one CTA per run of output elements, which is contiguous whatever the row length;
+// it stages the padded output rows it touches in shared memory, then every store is a full
+// aligned 16-byte one built by shifted shared reads, with no per-element work on the border
+// columns in the store loop. Needs a unit inner stride, no negative stride, rows of at least
+// 16 bytes, and slots that fit its shared memory.
 #include "common.cuh"
 
 namespace dml {
@@ -37,8 +43,12 @@ struct PadParams {
     int mode;
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
-    int row_bytes;             // pad_rows: bytes of one group's shared-memory slot
+    int row_bytes;             // pad_rows, pad_tiles: bytes of one row's shared-memory slot
     int chunks;                // chunks per output row
+    int tile;                  // pad_tiles: output elements per CTA (a multiple of 16 bytes)
+    int lead;                  // pad_tiles: slot byte of the source row's first 16-byte block
+    int max_rows;              // pad_tiles: slots per CTA (the most rows a tile touches)
+    FastDivmod border_div;     // pad_tiles: division by the inner dim's pad (lo + hi, or 1)
 };
 
 // The source index of position j (outside [0, n)) of an axis of size n (SEMANTICS.md §4).
@@ -242,6 +252,112 @@ pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>:
     }
 }
 
+// One CTA per tile of p.tile output elements (p.total_chunks holds the output's element
+// count here). The tile's bytes start 16-byte aligned, so all of its stores but the tensor's
+// last are single aligned 16-byte stores. Shared memory: p.max_rows slots of p.row_bytes,
+// then one int per slot, the byte offset of its row's column 0. Three passes:
+//  1. G lanes per touched output row copy its source row into the row's slot with aligned
+//     16-byte loads, the row's first byte at slot byte p.lead + phase (its address modulo 16);
+//     a fill row (CONSTANT, outer coordinate in the padding) gets the value instead;
+//  2. one thread per border element writes it from the slot's interior (the mirror map) or
+//     the value, so each slot holds its whole output row;
+//  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read;
+//     a block across a row end merges the two rows' reads.
+// Loads read whole aligned blocks wherever they lie inside the input (bytes of the
+// neighbouring rows are loaded and unused); only the input's first and last block go element
+// by element.
+template <int BYTES, int R, typename IDX, int MODE, int G>
+__global__ void __launch_bounds__(256)
+pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+          const PadParams p) {
+    typedef typename Bits<BYTES>::type T;
+    const int V = Chunk<BYTES>::N;
+    const int width = p.out_size[R - 1];
+    const int n = p.in_size[R - 1];
+    const int lo = p.pad_lo[R - 1];
+    const T value = (T)p.value;
+    const IDX o0 = (IDX)blockIdx.x * (IDX)p.tile;
+    const IDX left = (IDX)p.total_chunks - o0;
+    const int count = left < (IDX)p.tile ? (int)left : p.tile;
+    const IDX ra = div_of<IDX>(o0, p.out_div[R - 1]);
+    const int ca = (int)(o0 - ra * (IDX)width);  // column of the tile's first element
+    const int rows = (int)fast_div((unsigned)(ca + count - 1), p.out_div[R - 1]) + 1;
+    unsigned char* smem = dynamic_smem<unsigned char>();
+    int* image = reinterpret_cast<int*>(smem + p.max_rows * p.row_bytes);
+
+    const int lane = (int)threadIdx.x & (G - 1);
+    const unsigned long long xb = (unsigned long long)x;
+    const unsigned long long xe = xb + (unsigned long long)p.in_end;
+    for (int i = (int)threadIdx.x / G; i < rows; i += (int)blockDim.x / G) {
+        unsigned char* slot = smem + i * p.row_bytes + p.lead;
+        bool fill;
+        const IDX src = pad_source_row<R, IDX>(p, ra + (IDX)i, fill);
+        int phase = 0;
+        if (fill) {
+            Chunk<BYTES> c;
+#pragma unroll
+            for (int e = 0; e < V; ++e) c.e[e] = value;
+            const int blocks = (n * BYTES + 15) >> 4;
+            for (int b = lane; b < blocks; b += G) *reinterpret_cast<uint4*>(slot + 16 * b) = c.v;
+        } else {
+            const unsigned long long a = (unsigned long long)(x + src);
+            const unsigned long long a0 = a & ~15ull;
+            const unsigned long long a1 = a + (unsigned long long)n * BYTES;
+            phase = (int)(a - a0);
+            const int blocks = (int)((a1 + 15 - a0) >> 4);
+            for (int b = lane; b < blocks; b += G) {
+                const unsigned long long ba = a0 + 16ull * (unsigned long long)b;
+                unsigned char* dst = slot + 16 * b;
+                if (ba >= xb && ba + 16 <= xe) {
+                    *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(ba));
+                } else {
+                    // The input's first or last block: only the row's own elements.
+#pragma unroll
+                    for (int e = 0; e < V; ++e) {
+                        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
+                        if (ea >= a && ea < a1) {
+                            reinterpret_cast<T*>(dst)[e] = __ldg(reinterpret_cast<const T*>(ea));
+                        }
+                    }
+                }
+            }
+        }
+        if (lane == 0) image[i] = i * p.row_bytes + p.lead + phase - lo * BYTES;
+    }
+    __syncthreads();
+
+    const int border = width - n;
+    for (int t = (int)threadIdx.x; t < rows * border; t += (int)blockDim.x) {
+        const int i = (int)fast_div((unsigned)t, p.border_div);
+        const int e = t - i * border;
+        const int col = e < lo ? e : e + n;
+        T* row = reinterpret_cast<T*>(smem + image[i]);
+        row[col] = MODE == PAD_CONSTANT ? value : row[lo + pad_source_inner(col - lo, n, MODE, p)];
+    }
+    __syncthreads();
+
+    const int blocks = (count + V - 1) / V;
+    for (int m = (int)threadIdx.x; m < blocks; m += (int)blockDim.x) {
+        const int rel = ca + m * V;
+        const int i = (int)fast_div((unsigned)rel, p.out_div[R - 1]);
+        const int c = rel - i * width;
+        Chunk<BYTES> out;
+        out.v = shared_load16(smem + image[i] + c * BYTES);
+        if (c + V > width && i + 1 < rows) {
+            Chunk<BYTES> next;
+            next.v = shared_load16(smem + image[i + 1] + (c - width) * BYTES);
+            const int k = (width - c) * BYTES;  // the block's bytes from row i
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                const int kw = k - 4 * w;
+                const unsigned keep = kw >= 4 ? 0xffffffffu : kw <= 0 ? 0u : (1u << (8 * kw)) - 1u;
+                out.w[w] = (out.w[w] & keep) | (next.w[w] & ~keep);
+            }
+        }
+        store_span<BYTES>(y + (o0 + (IDX)(m * V)), out, 0, imin(V, count - m * V));
+    }
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -250,6 +366,12 @@ template __global__ void dml::pad_rows<2, 3, int, 2, 32>(const unsigned short*, 
 template __global__ void dml::pad_rows<4, 2, long long, 3, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
 template __global__ void dml::pad_rows<8, 1, int, 4, 1>(const unsigned long long*, unsigned long long*, const dml::PadParams);
 template __global__ void dml::pad_rows<1, 8, int, 1, 2>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_tiles<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_tiles<1, 3, int, 1, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_tiles<2, 3, int, 0, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
+template __global__ void dml::pad_tiles<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
+template __global__ void dml::pad_tiles<4, 3, int, 2, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_tiles<8, 8, long long, 4, 4>(const unsigned long long*, unsigned long long*, const dml::PadParams);
 template __global__ void dml::pad_chunks<1, 1, int>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_chunks<2, 4, int>(const unsigned short*, unsigned short*, const dml::PadParams);
 template __global__ void dml::pad_chunks<4, 4, int>(const unsigned int*, unsigned int*, const dml::PadParams);

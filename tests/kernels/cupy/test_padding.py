@@ -37,7 +37,7 @@ def _padding(path: Any) -> Any:
 
 
 def _paths() -> list[Any]:
-    return [None, "rows", "chunks"]
+    return [None, "tiles", "rows", "chunks"]
 
 
 def _run(path: Any, dtype: Any, mode: str, layout: str, cases: list[Any]) -> None:
