@@ -252,6 +252,22 @@ pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>:
     }
 }
 
+// 16 bytes at byte `off` (any alignment, >= 0) of the block's shared memory: the aligned
+// words that hold them, funnel-shifted. A word index from the shared array itself, so the
+// reads stay shared-memory loads (a pointer through an integer becomes a generic load).
+__device__ __forceinline__ uint4 smem_load16(int off) {
+    const unsigned* w = dynamic_smem<unsigned>() + (off >> 2);
+    const unsigned sh = (unsigned)(off & 3) * 8u;
+    const unsigned w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    if (sh == 0) return make_uint4(w0, w1, w2, w3);
+    const unsigned w4 = w[4];
+    return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh),
+                      __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
+}
+
+// pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
+const int TILE_THREADS = 256;
+
 // One CTA per tile of p.tile output elements (p.total_chunks holds the output's element
 // count here). The tile's bytes start 16-byte aligned, so all of its stores but the tensor's
 // last are single aligned 16-byte stores. Shared memory: p.max_rows slots of p.row_bytes,
@@ -267,7 +283,7 @@ pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>:
 // neighbouring rows are loaded and unused); only the input's first and last block go element
 // by element.
 template <int BYTES, int R, typename IDX, int MODE, int G>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(TILE_THREADS, 8)
 pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
           const PadParams p) {
     typedef typename Bits<BYTES>::type T;
@@ -288,7 +304,7 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     const int lane = (int)threadIdx.x & (G - 1);
     const unsigned long long xb = (unsigned long long)x;
     const unsigned long long xe = xb + (unsigned long long)p.in_end;
-    for (int i = (int)threadIdx.x / G; i < rows; i += (int)blockDim.x / G) {
+    for (int i = (int)threadIdx.x / G; i < rows; i += TILE_THREADS / G) {
         unsigned char* slot = smem + i * p.row_bytes + p.lead;
         bool fill;
         const IDX src = pad_source_row<R, IDX>(p, ra + (IDX)i, fill);
@@ -327,7 +343,7 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     __syncthreads();
 
     const int border = width - n;
-    for (int t = (int)threadIdx.x; t < rows * border; t += (int)blockDim.x) {
+    for (int t = (int)threadIdx.x; t < rows * border; t += TILE_THREADS) {
         const int i = (int)fast_div((unsigned)t, p.border_div);
         const int e = t - i * border;
         const int col = e < lo ? e : e + n;
@@ -337,15 +353,15 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     __syncthreads();
 
     const int blocks = (count + V - 1) / V;
-    for (int m = (int)threadIdx.x; m < blocks; m += (int)blockDim.x) {
+    for (int m = (int)threadIdx.x; m < blocks; m += TILE_THREADS) {
         const int rel = ca + m * V;
         const int i = (int)fast_div((unsigned)rel, p.out_div[R - 1]);
         const int c = rel - i * width;
         Chunk<BYTES> out;
-        out.v = shared_load16(smem + image[i] + c * BYTES);
+        out.v = smem_load16(image[i] + c * BYTES);
         if (c + V > width && i + 1 < rows) {
             Chunk<BYTES> next;
-            next.v = shared_load16(smem + image[i + 1] + (c - width) * BYTES);
+            next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
             const int k = (width - c) * BYTES;  // the block's bytes from row i
 #pragma unroll
             for (int w = 0; w < 4; ++w) {
