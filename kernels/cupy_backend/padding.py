@@ -115,7 +115,8 @@ def _plan(
 
     ``path`` forces a kernel (tests run every case through each; one that does not apply
     falls back to pad_chunks); None chooses pad_tiles for 1- and 2-byte elements and for maps
-    beyond one fold where it applies, else pad_chunks.
+    beyond one fold where it applies, else pad_rows for 1- and 2-byte elements where that
+    applies, else pad_chunks.
     """
     out_shape = tuple(n + a + b for n, a, b in zip(shape, start_padding, end_padding, strict=True))
     p = np.zeros((), dtype=PARAMS)
@@ -216,6 +217,34 @@ def _plan(
     )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=512)
+def _call_plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    itemsize: int,
+    start_padding: tuple[int, ...],
+    end_padding: tuple[int, ...],
+    mode: str,
+    path: Path | None,
+    value: bytes,
+) -> Plan:
+    """`_plan` with the CONSTANT value's bytes (``b""`` for the other modes) in its struct,
+    memoized too: copying a parameter struct costs more host time than the launch."""
+    plan = _plan(shape, byte_strides, itemsize, start_padding, end_padding, mode, path)
+    if not value or plan.launch is None:
+        return plan
+    params = plan.params.copy()
+    params["value"] = int.from_bytes(value.ljust(8, b"\0"), "little")
+    return plan._replace(params=params)
+
+
+def _value_bytes(value: Any, dtype: np.dtype) -> bytes:
+    """The CONSTANT value cast to the tensor's dtype, as bytes."""
+    if type(value) is dtype.type:
+        return value.tobytes()  # type: ignore[no-any-return]
+    return np.asarray(value, dtype=dtype).tobytes()
+
+
 def padding_on(
     path: Path | None,
     x: Any,
@@ -224,24 +253,27 @@ def padding_on(
     mode: str,
     value: Any,
 ) -> Any:
-    """`padding` through the kernel `path` (None: the launcher's choice; "rows" falls back to
-    "chunks" where a row does not fit)."""
-    import cupy
-
-    plan = _plan(
-        x.shape, x.strides, x.dtype.itemsize, tuple(start_padding), tuple(end_padding), mode, path
+    """`padding` through the kernel `path` (None: the launcher's choice; "tiles" and "rows"
+    fall back to "chunks" where they do not apply)."""
+    dtype = x.dtype
+    plan = _call_plan(
+        x.shape,
+        x.strides,
+        dtype.itemsize,
+        tuple(start_padding),
+        tuple(end_padding),
+        mode,
+        path,
+        _value_bytes(value, dtype) if mode == "CONSTANT" else b"",
     )
     if plan.launch is None:
-        y = cupy.empty(plan.out_shape, dtype=x.dtype)
+        import cupy
+
+        y = cupy.empty(plan.out_shape, dtype=dtype)
         if y.size:
             y[...] = x  # nothing to pad: a plain copy
         return y
-    params = plan.params
-    if mode == "CONSTANT":
-        params = params.copy()
-        raw = np.asarray(value, dtype=x.dtype).tobytes().ljust(8, b"\0")
-        params["value"] = int.from_bytes(raw, "little")
-    return plan.run(x, params)
+    return plan.run(x)
 
 
 def padding(
