@@ -275,7 +275,7 @@ const int TILE_THREADS = 256;
 //  1. G lanes per touched output row copy its source row into the row's slot with aligned
 //     16-byte loads, the row's first byte at slot byte p.lead + phase (its address modulo 16);
 //     a fill row (CONSTANT, outer coordinate in the padding) gets the value instead;
-//  2. one thread per border element writes it from the slot's interior (the mirror map) or
+//  2. each border element is written from its slot's interior (the mirror map) or
 //     the value, so each slot holds its whole output row;
 //  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read;
 //     a block across a row end merges the two rows' reads.
@@ -342,13 +342,20 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     }
     __syncthreads();
 
+    // Each thread keeps one border column over every TILE_THREADS / border-th row, so its
+    // mirror source is found once; a pad wider than the block takes several columns a thread.
     const int border = width - n;
-    for (int t = (int)threadIdx.x; t < rows * border; t += TILE_THREADS) {
-        const int i = (int)fast_div((unsigned)t, p.border_div);
-        const int e = t - i * border;
-        const int col = e < lo ? e : e + n;
-        T* row = reinterpret_cast<T*>(smem + image[i]);
-        row[col] = MODE == PAD_CONSTANT ? value : row[lo + pad_source_inner(col - lo, n, MODE, p)];
+    if (border > 0) {
+        const int i0 = (int)fast_div(threadIdx.x, p.border_div);
+        const int step = imax(1, (int)fast_div(TILE_THREADS, p.border_div));
+        for (int e = (int)threadIdx.x - i0 * border; i0 < step && e < border; e += TILE_THREADS) {
+            const int col = e < lo ? e : e + n;
+            const int from = MODE == PAD_CONSTANT ? 0 : lo + pad_source_inner(col - lo, n, MODE, p);
+            for (int i = i0; i < rows; i += step) {
+                T* row = reinterpret_cast<T*>(smem + image[i]);
+                row[col] = MODE == PAD_CONSTANT ? value : row[from];
+            }
+        }
     }
     __syncthreads();
 
@@ -362,13 +369,15 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
         if (c + V > width && i + 1 < rows) {
             Chunk<BYTES> next;
             next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
-            const int k = (width - c) * BYTES;  // the block's bytes from row i
+            // The block's first k bytes (1..15) come from row i: byte masks of the low and
+            // high halves.
+            const int k = (width - c) * BYTES;
+            const unsigned long long keep_lo = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1ull;
+            const unsigned long long keep_hi = k <= 8 ? 0ull : (1ull << (8 * (k - 8))) - 1ull;
+            const unsigned keep[4] = {(unsigned)keep_lo, (unsigned)(keep_lo >> 32), (unsigned)keep_hi,
+                                      (unsigned)(keep_hi >> 32)};
 #pragma unroll
-            for (int w = 0; w < 4; ++w) {
-                const int kw = k - 4 * w;
-                const unsigned keep = kw >= 4 ? 0xffffffffu : kw <= 0 ? 0u : (1u << (8 * kw)) - 1u;
-                out.w[w] = (out.w[w] & keep) | (next.w[w] & ~keep);
-            }
+            for (int w = 0; w < 4; ++w) out.w[w] = (out.w[w] & keep[w]) | (next.w[w] & ~keep[w]);
         }
         store_span<BYTES>(y + (o0 + (IDX)(m * V)), out, 0, imin(V, count - m * V));
     }
