@@ -265,6 +265,45 @@ __device__ __forceinline__ uint4 smem_load16(int off) {
                       __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
 }
 
+// pad_tiles: the input bytes of one staged row. A fill row (CONSTANT, outer coordinate in the
+// padding) loads nothing and has a = 0, so its blocks start at slot byte p.lead too.
+struct TileRow {
+    unsigned long long a;   // the row's first byte
+    unsigned long long a1;  // one past its last byte
+    int blocks;             // the aligned 16-byte blocks from a & ~15 that hold it
+    bool fill;
+};
+
+template <int BYTES, int R, typename IDX>
+__device__ __forceinline__ TileRow tile_row(const PadParams& p, const typename Bits<BYTES>::type* x,
+                                            IDX row) {
+    TileRow t;
+    const IDX src = pad_source_row<R, IDX>(p, row, t.fill);
+    t.a = t.fill ? 0ull : (unsigned long long)(x + src);
+    t.a1 = t.a + (unsigned long long)p.in_size[R - 1] * BYTES;
+    t.blocks = (int)((t.a1 + 15 - (t.a & ~15ull)) >> 4);
+    return t;
+}
+
+// Block b of a staged row: its aligned 16 input bytes (bytes of the neighbouring rows
+// included), only the row's own elements where the block leaves the input [xb, xe), or the
+// fill chunk.
+template <int BYTES>
+__device__ __forceinline__ uint4 tile_block(const TileRow& t, int b, unsigned long long xb,
+                                            unsigned long long xe, const uint4& fill) {
+    typedef typename Bits<BYTES>::type T;
+    if (t.fill) return fill;
+    const unsigned long long ba = (t.a & ~15ull) + 16ull * (unsigned long long)b;
+    if (ba >= xb && ba + 16 <= xe) return __ldg(reinterpret_cast<const uint4*>(ba));
+    Chunk<BYTES> c;
+#pragma unroll
+    for (int e = 0; e < Chunk<BYTES>::N; ++e) {
+        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
+        c.e[e] = ea >= t.a && ea < t.a1 ? __ldg(reinterpret_cast<const T*>(ea)) : (T)0;
+    }
+    return c.v;
+}
+
 // pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
 const int TILE_THREADS = 256;
 
@@ -301,44 +340,37 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     unsigned char* smem = dynamic_smem<unsigned char>();
     int* image = reinterpret_cast<int*>(smem + p.max_rows * p.row_bytes);
 
+    // Two rows a turn, both rows' loads issued before either is stored (a lane has one block
+    // of a row unless the row is longer than G blocks).
     const int lane = (int)threadIdx.x & (G - 1);
+    const int step = TILE_THREADS / G;
     const unsigned long long xb = (unsigned long long)x;
     const unsigned long long xe = xb + (unsigned long long)p.in_end;
-    for (int i = (int)threadIdx.x / G; i < rows; i += TILE_THREADS / G) {
-        unsigned char* slot = smem + i * p.row_bytes + p.lead;
-        bool fill;
-        const IDX src = pad_source_row<R, IDX>(p, ra + (IDX)i, fill);
-        int phase = 0;
-        if (fill) {
-            Chunk<BYTES> c;
+    Chunk<BYTES> fill;
 #pragma unroll
-            for (int e = 0; e < V; ++e) c.e[e] = value;
-            const int blocks = (n * BYTES + 15) >> 4;
-            for (int b = lane; b < blocks; b += G) *reinterpret_cast<uint4*>(slot + 16 * b) = c.v;
-        } else {
-            const unsigned long long a = (unsigned long long)(x + src);
-            const unsigned long long a0 = a & ~15ull;
-            const unsigned long long a1 = a + (unsigned long long)n * BYTES;
-            phase = (int)(a - a0);
-            const int blocks = (int)((a1 + 15 - a0) >> 4);
-            for (int b = lane; b < blocks; b += G) {
-                const unsigned long long ba = a0 + 16ull * (unsigned long long)b;
-                unsigned char* dst = slot + 16 * b;
-                if (ba >= xb && ba + 16 <= xe) {
-                    *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(ba));
-                } else {
-                    // The input's first or last block: only the row's own elements.
-#pragma unroll
-                    for (int e = 0; e < V; ++e) {
-                        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
-                        if (ea >= a && ea < a1) {
-                            reinterpret_cast<T*>(dst)[e] = __ldg(reinterpret_cast<const T*>(ea));
-                        }
-                    }
-                }
-            }
+    for (int e = 0; e < V; ++e) fill.e[e] = value;
+    for (int i = (int)threadIdx.x / G; i < rows; i += 2 * step) {
+        const int j = i + step;
+        const bool two = j < rows;
+        const TileRow r0 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
+        const TileRow r1 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)(two ? j : i));
+        uint4 v0 = fill.v, v1 = fill.v;
+        if (lane < r0.blocks) v0 = tile_block<BYTES>(r0, lane, xb, xe, fill.v);
+        if (two && lane < r1.blocks) v1 = tile_block<BYTES>(r1, lane, xb, xe, fill.v);
+        unsigned char* s0 = smem + i * p.row_bytes + p.lead;
+        unsigned char* s1 = smem + j * p.row_bytes + p.lead;
+        if (lane < r0.blocks) *reinterpret_cast<uint4*>(s0 + 16 * lane) = v0;
+        if (two && lane < r1.blocks) *reinterpret_cast<uint4*>(s1 + 16 * lane) = v1;
+        for (int b = lane + G; b < r0.blocks; b += G) {
+            *reinterpret_cast<uint4*>(s0 + 16 * b) = tile_block<BYTES>(r0, b, xb, xe, fill.v);
         }
-        if (lane == 0) image[i] = i * p.row_bytes + p.lead + phase - lo * BYTES;
+        for (int b = lane + G; two && b < r1.blocks; b += G) {
+            *reinterpret_cast<uint4*>(s1 + 16 * b) = tile_block<BYTES>(r1, b, xb, xe, fill.v);
+        }
+        if (lane == 0) {
+            image[i] = i * p.row_bytes + p.lead + (int)(r0.a & 15) - lo * BYTES;
+            if (two) image[j] = j * p.row_bytes + p.lead + (int)(r1.a & 15) - lo * BYTES;
+        }
     }
     __syncthreads();
 
