@@ -3,7 +3,7 @@
 //
 // The output is a set of rows (its innermost dim, after the host collapsed unpadded contiguous
 // dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
-// stores (common.cuh, chunk_span). Two kernels:
+// stores (common.cuh, chunk_span). Three kernels:
 //
 // pad_rows: G lanes (a power of two up to a warp) per output row. The group decodes and
 // mirrors the row's outer coordinates once, copies its source row into shared memory with
