@@ -183,9 +183,9 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     peer_modes["WRAP"] = "circular"
     for dtype, modes, paths in (
         (np.float32, ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"], [None]),
-        (np.float32, ["CONSTANT", "REFLECTION"], ["rows"]),
-        (np.float16, ["CONSTANT", "REFLECTION"], [None, "chunks"]),
-        (np.int8, ["CONSTANT", "EDGE"], [None, "chunks"]),
+        (np.float32, ["CONSTANT", "REFLECTION"], ["tiles"]),
+        (np.float16, ["CONSTANT", "REFLECTION"], [None, "rows", "chunks"]),
+        (np.int8, ["CONSTANT", "EDGE"], [None, "rows", "chunks"]),
     ):
         for mode in modes:
             value = np.dtype(dtype).type(3)
@@ -207,7 +207,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
                     out_pad,
                 )
     # Large-pad (periodic) reflection: DirectML-only semantics.
-    for path in (None, "rows"):
+    for path in (None, "chunks"):
         add(
             f"pad reflection pad>=size 64x64x16x16{tag(path)}",
             (64, 64, 16, 16),

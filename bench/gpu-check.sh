@@ -60,7 +60,7 @@ fi
 # racecheck: the kernels with shared memory.
 if has memcheck; then
   memcheck_k="test_launchers or (test_padding and test_strided_inputs and (float16 or int8))"
-  memcheck_k+=" or (test_padding and test_strided_inputs and float32 and chunks)"
+  memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles))"
   memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_fold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_average_pooling and float32 and (bands or strip or rows))"
@@ -71,7 +71,8 @@ if has memcheck; then
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi
 if has racecheck; then
-  racecheck_k="(test_padding and test_dtypes_and_modes and (float16 or int8) and rows)"
+  racecheck_k="(test_padding and test_dtypes_and_modes and (float16 or int8) and (rows or tiles))"
+  racecheck_k+=" or (test_padding and test_dtypes_and_modes and float32 and tiles)"
   racecheck_k+=" or (test_average_pooling and float32 and contiguous and (tiled or strip))"
   racecheck_k+=" or ((test_unfold or test_fold) and test_dtypes and patches and (float32 or int8))"
   racecheck_k+=" or (signedness_and_zero_points and channel and auto) or (depthwise_geometry and 1-1)"

@@ -3,7 +3,7 @@
 //
 // The output is a set of rows (its innermost dim, after the host collapsed unpadded contiguous
 // dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
-// stores (common.cuh, chunk_span). Two kernels:
+// stores (common.cuh, chunk_span). Three kernels:
 //
 // pad_rows: G lanes (a power of two up to a warp) per output row. The group decodes and
 // mirrors the row's outer coordinates once, copies its source row into shared memory with
@@ -14,6 +14,12 @@
 //
 // pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
 // from global memory (any strides, any row length).
+//
+// pad_tiles: one CTA per run of output elements, which is contiguous whatever the row length;
+// it stages the padded output rows it touches in shared memory, then every store is a full
+// aligned 16-byte one built by shifted shared reads, with no per-element work on the border
+// columns in the store loop. Needs a unit inner stride, no negative stride, rows of at least
+// 16 bytes, and slots that fit its shared memory.
 #include "common.cuh"
 
 namespace dml {
@@ -37,8 +43,12 @@ struct PadParams {
     int mode;
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
-    int row_bytes;             // pad_rows: bytes of one group's shared-memory slot
+    int row_bytes;             // pad_rows, pad_tiles: bytes of one row's shared-memory slot
     int chunks;                // chunks per output row
+    int tile;                  // pad_tiles: output elements per CTA (a multiple of 16 bytes)
+    int lead;                  // pad_tiles: slot byte of the source row's first 16-byte block
+    int max_rows;              // pad_tiles: slots per CTA (the most rows a tile touches)
+    FastDivmod border_div;     // pad_tiles: division by the inner dim's pad (lo + hi, or 1)
 };
 
 // The source index of position j (outside [0, n)) of an axis of size n (SEMANTICS.md §4).
@@ -242,6 +252,169 @@ pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>:
     }
 }
 
+// 16 bytes at byte `off` (any alignment, >= 0) of the block's shared memory: the aligned
+// words that hold them, funnel-shifted. A word index from the shared array itself, so the
+// reads stay shared-memory loads (a pointer through an integer becomes a generic load).
+__device__ __forceinline__ uint4 smem_load16(int off) {
+    const unsigned* w = dynamic_smem<unsigned>() + (off >> 2);
+    const unsigned sh = (unsigned)(off & 3) * 8u;
+    const unsigned w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    if (sh == 0) return make_uint4(w0, w1, w2, w3);
+    const unsigned w4 = w[4];
+    return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh),
+                      __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
+}
+
+// pad_tiles: the input bytes of one staged row. A fill row (CONSTANT, outer coordinate in the
+// padding) loads nothing and has a = 0, so its blocks start at slot byte p.lead too.
+struct TileRow {
+    unsigned long long a;   // the row's first byte
+    unsigned long long a1;  // one past its last byte
+    int blocks;             // the aligned 16-byte blocks from a & ~15 that hold it
+    bool fill;
+};
+
+template <int BYTES, int R, typename IDX>
+__device__ __forceinline__ TileRow tile_row(const PadParams& p, const typename Bits<BYTES>::type* x,
+                                            IDX row) {
+    TileRow t;
+    const IDX src = pad_source_row<R, IDX>(p, row, t.fill);
+    t.a = t.fill ? 0ull : (unsigned long long)(x + src);
+    t.a1 = t.a + (unsigned long long)p.in_size[R - 1] * BYTES;
+    t.blocks = (int)((t.a1 + 15 - (t.a & ~15ull)) >> 4);
+    return t;
+}
+
+// Block b of a staged row: its aligned 16 input bytes (bytes of the neighbouring rows
+// included), only the row's own elements where the block leaves the input [xb, xe), or the
+// fill chunk.
+template <int BYTES>
+__device__ __forceinline__ uint4 tile_block(const TileRow& t, int b, unsigned long long xb,
+                                            unsigned long long xe, const uint4& fill) {
+    typedef typename Bits<BYTES>::type T;
+    if (t.fill) return fill;
+    const unsigned long long ba = (t.a & ~15ull) + 16ull * (unsigned long long)b;
+    if (ba >= xb && ba + 16 <= xe) return __ldg(reinterpret_cast<const uint4*>(ba));
+    Chunk<BYTES> c;
+#pragma unroll
+    for (int e = 0; e < Chunk<BYTES>::N; ++e) {
+        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
+        c.e[e] = ea >= t.a && ea < t.a1 ? __ldg(reinterpret_cast<const T*>(ea)) : (T)0;
+    }
+    return c.v;
+}
+
+// pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
+const int TILE_THREADS = 256;
+
+// One CTA per tile of p.tile output elements (p.total_chunks holds the output's element
+// count here). The tile's bytes start 16-byte aligned, so all of its stores but the tensor's
+// last are single aligned 16-byte stores. Shared memory: p.max_rows slots of p.row_bytes,
+// then one int per slot, the byte offset of its row's column 0. Three passes:
+//  1. G lanes per touched output row copy its source row into the row's slot with aligned
+//     16-byte loads, the row's first byte at slot byte p.lead + phase (its address modulo 16);
+//     a fill row (CONSTANT, outer coordinate in the padding) gets the value instead;
+//  2. each border element is written from its slot's interior (the mirror map) or
+//     the value, so each slot holds its whole output row;
+//  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read;
+//     a block across a row end merges the two rows' reads.
+// Loads read whole aligned blocks wherever they lie inside the input (bytes of the
+// neighbouring rows are loaded and unused); only the input's first and last block go element
+// by element.
+template <int BYTES, int R, typename IDX, int MODE, int G>
+__global__ void __launch_bounds__(TILE_THREADS, 8)
+pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+          const PadParams p) {
+    typedef typename Bits<BYTES>::type T;
+    const int V = Chunk<BYTES>::N;
+    const int width = p.out_size[R - 1];
+    const int n = p.in_size[R - 1];
+    const int lo = p.pad_lo[R - 1];
+    const T value = (T)p.value;
+    const IDX o0 = (IDX)blockIdx.x * (IDX)p.tile;
+    const IDX left = (IDX)p.total_chunks - o0;
+    const int count = left < (IDX)p.tile ? (int)left : p.tile;
+    const IDX ra = div_of<IDX>(o0, p.out_div[R - 1]);
+    const int ca = (int)(o0 - ra * (IDX)width);  // column of the tile's first element
+    const int rows = (int)fast_div((unsigned)(ca + count - 1), p.out_div[R - 1]) + 1;
+    unsigned char* smem = dynamic_smem<unsigned char>();
+    int* image = reinterpret_cast<int*>(smem + p.max_rows * p.row_bytes);
+
+    // Two rows a turn, both rows' loads issued before either is stored (a lane has one block
+    // of a row unless the row is longer than G blocks).
+    const int lane = (int)threadIdx.x & (G - 1);
+    const int step = TILE_THREADS / G;
+    const unsigned long long xb = (unsigned long long)x;
+    const unsigned long long xe = xb + (unsigned long long)p.in_end;
+    Chunk<BYTES> fill;
+#pragma unroll
+    for (int e = 0; e < V; ++e) fill.e[e] = value;
+    for (int i = (int)threadIdx.x / G; i < rows; i += 2 * step) {
+        const int j = i + step;
+        const bool two = j < rows;
+        const TileRow r0 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
+        const TileRow r1 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)(two ? j : i));
+        uint4 v0 = fill.v, v1 = fill.v;
+        if (lane < r0.blocks) v0 = tile_block<BYTES>(r0, lane, xb, xe, fill.v);
+        if (two && lane < r1.blocks) v1 = tile_block<BYTES>(r1, lane, xb, xe, fill.v);
+        unsigned char* s0 = smem + i * p.row_bytes + p.lead;
+        unsigned char* s1 = smem + j * p.row_bytes + p.lead;
+        if (lane < r0.blocks) *reinterpret_cast<uint4*>(s0 + 16 * lane) = v0;
+        if (two && lane < r1.blocks) *reinterpret_cast<uint4*>(s1 + 16 * lane) = v1;
+        for (int b = lane + G; b < r0.blocks; b += G) {
+            *reinterpret_cast<uint4*>(s0 + 16 * b) = tile_block<BYTES>(r0, b, xb, xe, fill.v);
+        }
+        for (int b = lane + G; two && b < r1.blocks; b += G) {
+            *reinterpret_cast<uint4*>(s1 + 16 * b) = tile_block<BYTES>(r1, b, xb, xe, fill.v);
+        }
+        if (lane == 0) {
+            image[i] = i * p.row_bytes + p.lead + (int)(r0.a & 15) - lo * BYTES;
+            if (two) image[j] = j * p.row_bytes + p.lead + (int)(r1.a & 15) - lo * BYTES;
+        }
+    }
+    __syncthreads();
+
+    // Each thread keeps one border column over every TILE_THREADS / border-th row, so its
+    // mirror source is found once; a pad wider than the block takes several columns a thread.
+    const int border = width - n;
+    if (border > 0) {
+        const int i0 = (int)fast_div(threadIdx.x, p.border_div);
+        const int step = imax(1, (int)fast_div(TILE_THREADS, p.border_div));
+        for (int e = (int)threadIdx.x - i0 * border; i0 < step && e < border; e += TILE_THREADS) {
+            const int col = e < lo ? e : e + n;
+            const int from = MODE == PAD_CONSTANT ? 0 : lo + pad_source_inner(col - lo, n, MODE, p);
+            for (int i = i0; i < rows; i += step) {
+                T* row = reinterpret_cast<T*>(smem + image[i]);
+                row[col] = MODE == PAD_CONSTANT ? value : row[from];
+            }
+        }
+    }
+    __syncthreads();
+
+    const int blocks = (count + V - 1) / V;
+    for (int m = (int)threadIdx.x; m < blocks; m += TILE_THREADS) {
+        const int rel = ca + m * V;
+        const int i = (int)fast_div((unsigned)rel, p.out_div[R - 1]);
+        const int c = rel - i * width;
+        Chunk<BYTES> out;
+        out.v = smem_load16(image[i] + c * BYTES);
+        if (c + V > width && i + 1 < rows) {
+            Chunk<BYTES> next;
+            next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
+            // The block's first k bytes (1..15) come from row i: byte masks of the low and
+            // high halves.
+            const int k = (width - c) * BYTES;
+            const unsigned long long keep_lo = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1ull;
+            const unsigned long long keep_hi = k <= 8 ? 0ull : (1ull << (8 * (k - 8))) - 1ull;
+            const unsigned keep[4] = {(unsigned)keep_lo, (unsigned)(keep_lo >> 32), (unsigned)keep_hi,
+                                      (unsigned)(keep_hi >> 32)};
+#pragma unroll
+            for (int w = 0; w < 4; ++w) out.w[w] = (out.w[w] & keep[w]) | (next.w[w] & ~keep[w]);
+        }
+        store_span<BYTES>(y + (o0 + (IDX)(m * V)), out, 0, imin(V, count - m * V));
+    }
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -250,6 +423,12 @@ template __global__ void dml::pad_rows<2, 3, int, 2, 32>(const unsigned short*, 
 template __global__ void dml::pad_rows<4, 2, long long, 3, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
 template __global__ void dml::pad_rows<8, 1, int, 4, 1>(const unsigned long long*, unsigned long long*, const dml::PadParams);
 template __global__ void dml::pad_rows<1, 8, int, 1, 2>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_tiles<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_tiles<1, 3, int, 1, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_tiles<2, 3, int, 0, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
+template __global__ void dml::pad_tiles<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
+template __global__ void dml::pad_tiles<4, 3, int, 2, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_tiles<8, 8, long long, 4, 4>(const unsigned long long*, unsigned long long*, const dml::PadParams);
 template __global__ void dml::pad_chunks<1, 1, int>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_chunks<2, 4, int>(const unsigned short*, unsigned short*, const dml::PadParams);
 template __global__ void dml::pad_chunks<4, 4, int>(const unsigned int*, unsigned int*, const dml::PadParams);

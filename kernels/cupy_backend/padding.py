@@ -24,10 +24,16 @@ from ._common import (
 
 __all__ = ["PATHS", "padding", "padding_on"]
 
-Path = Literal["rows", "chunks"]
-PATHS: tuple[Path, ...] = ("rows", "chunks")
+Path = Literal["tiles", "rows", "chunks"]
+PATHS: tuple[Path, ...] = ("tiles", "rows", "chunks")
 # pad_rows: shared memory per CTA for the source rows of its groups; longer rows take pad_chunks.
 ROWS_SMEM_BUDGET = 32 * 1024
+# pad_tiles: output bytes per CTA (a multiple of 16) and its shared-memory limit (the default
+# one, so no opt-in); rows longer than TILE_ROW_LIMIT take another kernel, as a tile stages
+# whole source rows and a long row would be read several times.
+TILE_BYTES = 8 * 1024
+TILES_SMEM_BUDGET = 48 * 1024
+TILE_ROW_LIMIT = 4 * 1024
 
 PARAMS = param_struct("padding.cu", "dml::PadParams")
 
@@ -82,6 +88,14 @@ def _row_slot(n: int, itemsize: int) -> int:
     return 16 + 16 * -(-(15 + n * itemsize) // 16) + 16
 
 
+def _tile_slot(n: int, lo: int, hi: int, itemsize: int) -> tuple[int, int]:
+    """pad_tiles' ``(lead, slot)``: the slot byte where the source row's first aligned block
+    goes (room for the start pad and 32 bytes of slack before it), and the slot's bytes (the
+    row at any alignment, the end pad, and slack for shifted reads past it)."""
+    lead = 16 * -(-(lo * itemsize + 32) // 16)
+    return lead, 16 * -(-(lead + 15 + (n + hi) * itemsize + 20) // 16)
+
+
 def _lanes_per_row(chunks: int) -> int:
     """A power of two of lanes, at most a warp, for a row of ``chunks`` chunks."""
     return min(32, 1 << max(0, (chunks - 1).bit_length()))
@@ -99,9 +113,10 @@ def _plan(
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` forces a kernel (tests run every case through each); None chooses pad_rows for
-    1- and 2-byte elements in rows with a unit stride that fit its shared memory and mirror
-    within one fold, else pad_chunks.
+    ``path`` forces a kernel (tests run every case through each; one that does not apply
+    falls back to pad_chunks); None chooses pad_tiles for 1- and 2-byte elements and for maps
+    beyond one fold where it applies, else pad_rows for 1- and 2-byte elements where that
+    applies, else pad_chunks.
     """
     out_shape = tuple(n + a + b for n, a, b in zip(shape, start_padding, end_padding, strict=True))
     p = np.zeros((), dtype=PARAMS)
@@ -139,11 +154,46 @@ def _plan(
     rows_fit = (
         in_strides[-1] == 1 and min(sizes) > 0 and (BLOCK // lanes) * slot <= ROWS_SMEM_BUDGET
     )
+    width = sizes_out[-1]
+    tile = TILE_BYTES // itemsize
+    max_rows = (tile + width - 2) // width + 1
+    lead, tile_slot = _tile_slot(sizes[-1], lo[-1], hi[-1], itemsize)
+    tiles_fit = (
+        in_strides[-1] == 1
+        and min(in_strides) >= 0
+        and min(sizes) > 0
+        and 16 <= width * itemsize <= TILE_ROW_LIMIT
+        and max_rows * (tile_slot + 4) <= TILES_SMEM_BUDGET
+    )
     if path is None:
-        # Measured on an H100 (NOTES-memory-kernels.md, run 5): pad_rows wins for 1- and 2-byte
-        # elements (fp16 constant 79 vs 67 % of copy, int8 52 vs 41 %), pad_chunks for 4-byte
-        # ones (97 vs 90 %) and for maps beyond one fold (pad >= size: 50 vs 44 %).
-        path = "rows" if rows_fit and itemsize <= 2 and not p["periodic"] else "chunks"
+        # pad_chunks measured 96-97 % of copy for 4-byte elements on an H100 (run 5); pad_tiles
+        # cuts the instructions per output byte that held pad_rows (1- and 2-byte elements)
+        # and pad_chunks (maps beyond one fold) below the memory bound.
+        if tiles_fit and (itemsize <= 2 or p["periodic"]):
+            path = "tiles"
+        else:
+            path = "rows" if rows_fit and itemsize <= 2 and not p["periodic"] else "chunks"
+    if path == "tiles" and tiles_fit:
+        total = math.prod(out_shape)
+        p["total_chunks"] = total
+        p["tile"] = tile
+        p["lead"] = lead
+        p["row_bytes"] = tile_slot
+        p["max_rows"] = max_rows
+        p["border_div"] = fast_divmod(max(1, width - sizes[-1]))
+        idx = index_type(shape, strides, total + tile)
+        kernel = launch(
+            "padding.cu",
+            "pad_tiles",
+            itemsize,
+            rank,
+            idx,
+            PaddingMode(mode).dml_value,
+            _lanes_per_row(-(-(15 + sizes[-1] * itemsize) // 16)),
+            grid=(-(-total // tile), 1, 1),
+            shared_mem=max_rows * (tile_slot + 4),
+        )
+        return Plan(out_shape, kernel, p)
     if path == "rows" and rows_fit:
         p["total_chunks"] = rows
         p["row_bytes"] = slot
@@ -167,6 +217,34 @@ def _plan(
     )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=512)
+def _call_plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    itemsize: int,
+    start_padding: tuple[int, ...],
+    end_padding: tuple[int, ...],
+    mode: str,
+    path: Path | None,
+    value: bytes,
+) -> Plan:
+    """`_plan` with the CONSTANT value's bytes (``b""`` for the other modes) in its struct,
+    memoized too: copying a parameter struct costs more host time than the launch."""
+    plan = _plan(shape, byte_strides, itemsize, start_padding, end_padding, mode, path)
+    if not value or plan.launch is None:
+        return plan
+    params = plan.params.copy()
+    params["value"] = int.from_bytes(value.ljust(8, b"\0"), "little")
+    return plan._replace(params=params)
+
+
+def _value_bytes(value: Any, dtype: np.dtype) -> bytes:
+    """The CONSTANT value cast to the tensor's dtype, as bytes."""
+    if type(value) is dtype.type:
+        return value.tobytes()  # type: ignore[no-any-return]
+    return np.asarray(value, dtype=dtype).tobytes()
+
+
 def padding_on(
     path: Path | None,
     x: Any,
@@ -175,24 +253,27 @@ def padding_on(
     mode: str,
     value: Any,
 ) -> Any:
-    """`padding` through the kernel `path` (None: the launcher's choice; "rows" falls back to
-    "chunks" where a row does not fit)."""
-    import cupy
-
-    plan = _plan(
-        x.shape, x.strides, x.dtype.itemsize, tuple(start_padding), tuple(end_padding), mode, path
+    """`padding` through the kernel `path` (None: the launcher's choice; "tiles" and "rows"
+    fall back to "chunks" where they do not apply)."""
+    dtype = x.dtype
+    plan = _call_plan(
+        x.shape,
+        x.strides,
+        dtype.itemsize,
+        tuple(start_padding),
+        tuple(end_padding),
+        mode,
+        path,
+        _value_bytes(value, dtype) if mode == "CONSTANT" else b"",
     )
     if plan.launch is None:
-        y = cupy.empty(plan.out_shape, dtype=x.dtype)
+        import cupy
+
+        y = cupy.empty(plan.out_shape, dtype=dtype)
         if y.size:
             y[...] = x  # nothing to pad: a plain copy
         return y
-    params = plan.params
-    if mode == "CONSTANT":
-        params = params.copy()
-        raw = np.asarray(value, dtype=x.dtype).tobytes().ljust(8, b"\0")
-        params["value"] = int.from_bytes(raw, "little")
-    return plan.run(x, params)
+    return plan.run(x)
 
 
 def padding(

@@ -29,6 +29,7 @@ CASES = [
     ((6, 130), (2, 0), (3, 0)),  # only an outer dim padded: rows copied whole
     ((3, 5, 16, 16), (0, 0, 20, 20), (0, 0, 21, 19)),  # pads >= size on both axes
     ((9, 61), (1, 17), (2, 40)),  # rows of several chunks per lane
+    ((3, 2000), (1, 5), (2, 9)),  # long rows: a tile touches two or three of them
 ]
 
 
@@ -37,7 +38,7 @@ def _padding(path: Any) -> Any:
 
 
 def _paths() -> list[Any]:
-    return [None, "rows", "chunks"]
+    return [None, "tiles", "rows", "chunks"]
 
 
 def _run(path: Any, dtype: Any, mode: str, layout: str, cases: list[Any]) -> None:
