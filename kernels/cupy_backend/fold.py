@@ -15,10 +15,16 @@ from ._patches import patch_plan
 
 __all__ = ["PATHS", "fold", "fold_on"]
 
-Path = Literal["patches", "chunks"]
-PATHS: tuple[Path, ...] = ("patches", "chunks")
+Path = Literal["patches", "window2d", "chunks"]
+PATHS: tuple[Path, ...] = ("patches", "window2d", "chunks")
 
 PARAMS = param_struct("fold.cu", "dml::FoldParams")
+
+#: The most taps one thread of fold_window2d loads at once (16 bytes of outputs times the
+#: taps per element); beyond it the loads outgrow 64 registers and spill (FLOAT16 3x3: 72).
+WINDOW2D_LOADS = 40
+#: The largest window side fold_window2d unrolls.
+WINDOW2D_SIDE = 8
 
 
 def _suffix_products(values: Sequence[int]) -> list[int]:
@@ -42,7 +48,8 @@ def _plan(
 
     ``path`` forces a kernel (tests run every case through each); None and "patches" take
     fold_patches where the windows tile the image without overlap (patches.cuh: one tap per
-    element), else fold_chunks.
+    element); None and "window2d" take fold_window2d for small 2-D windows (`_window2d`);
+    everything else fold_chunks.
     """
     strides, dilations = window.strides, window.dilations
     n, rows, _ = shape
@@ -56,7 +63,7 @@ def _plan(
         return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
     xs = [s // itemsize for s in byte_strides]
-    if path != "chunks":
+    if path in (None, "patches"):
         image_strides = (c * math.prod(output_sizes), math.prod(output_sizes), output_sizes[-1], 1)
         patches = patch_plan(
             out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_patches", dtype
@@ -86,9 +93,28 @@ def _plan(
     fill_divisors(p["k_step_div"], k_steps)
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
+    unrolled = _window2d(window.sizes, k_steps, itemsize) if path in (None, "window2d") else None
+    if unrolled is not None:
+        return chunk_plan(
+            p, shape, xs, out_shape, output_sizes[-1], itemsize, "fold.cu", "fold_window2d",
+            dtype, *unrolled,
+        )  # fmt: skip
     return chunk_plan(
         p, shape, xs, out_shape, output_sizes[-1], itemsize, "fold.cu", "fold_chunks", dtype, dims
     )
+
+
+def _window2d(
+    sizes: Sequence[int], k_steps: Sequence[int], itemsize: int
+) -> tuple[int, int, int, int] | None:
+    """fold_window2d's compile-time ``(KH, KW, KSH, KSW)``, or None where it does not apply:
+    2-D windows of sides up to `WINDOW2D_SIDE` whose taps per thread fit `WINDOW2D_LOADS`."""
+    if len(sizes) != 2 or max(sizes) > WINDOW2D_SIDE:
+        return None
+    kh, kw = sizes
+    ksh, ksw = k_steps
+    loads = 16 // itemsize * -(-kh // ksh) * -(-kw // ksw)
+    return (kh, kw, ksh, ksw) if loads <= WINDOW2D_LOADS else None
 
 
 def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
@@ -101,6 +127,6 @@ def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
 
 
 def fold_on(path: Path | None, x: Any, output_sizes: Sequence[int], window: Window) -> Any:
-    """`fold` through the kernel `path` (None: the launcher's choice; "patches" falls back to
-    "chunks" where the windows overlap or do not tile the image)."""
+    """`fold` through the kernel `path` (None: the launcher's choice; "patches" and "window2d"
+    fall back to "chunks" where they do not apply)."""
     return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window, path).run(x)
