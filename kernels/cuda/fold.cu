@@ -198,17 +198,32 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
 // ceil(KH / KSH) * ceil(KW / KSW) taps, so the tap loops unroll fully with predication and
 // every tap's load issues before the sums need it (fold_chunks walks run-time trip counts,
 // one dependent load chain at a time). Same taps, same summation order per output.
-template <typename T, int KH, int KW, int KSH, int KSW, typename IDX>
+// SINGLE: one output element per thread (total_chunks = elements, chunk_div divides by the
+// row width), so each warp-wide load is 32 consecutive elements of a column row; else a
+// 16-byte chunk per thread as fold_chunks, whose warp-wide loads touch every 16th element
+// and leave the other three taps of each sector to the thread's next loads.
+template <typename T, int KH, int KW, int KSH, int KSW, bool SINGLE, typename IDX>
 __global__ void __launch_bounds__(256, 4)
 fold_window2d(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
     typedef typename Accumulate<T>::type A;
-    const int V = 16 / (int)sizeof(T);
+    const int V = SINGLE ? 1 : 16 / (int)sizeof(T);
     const int TH = (KH + KSH - 1) / KSH;
     const int TW = (KW + KSW - 1) / KSW;
     IDX row, row_start;
     ChunkSpan span;
-    if (!row_chunk<sizeof(T), IDX>(p.total_chunks, p.chunk_div, p.size[1], row, row_start, span))
-        return;
+    if constexpr (SINGLE) {
+        const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
+        if (t >= (IDX)p.total_chunks) return;
+        IDX column;
+        divmod<IDX>(t, p.chunk_div, row, column);
+        row_start = row * (IDX)p.size[1];
+        span.c0 = (int)column;
+        span.first = 0;
+        span.end = 1;
+    } else {
+        if (!row_chunk<sizeof(T), IDX>(p.total_chunks, p.chunk_div, p.size[1], row, row_start, span))
+            return;
+    }
     const int c0 = span.c0;
 
     IDX plane, yo, n, c;
@@ -278,14 +293,18 @@ fold_window2d(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p)
         }
     }
 
-    Chunk<sizeof(T)> out;
+    if constexpr (SINGLE) {
+        y[row_start + (IDX)c0] = narrow<T, A>(acc[0]);
+    } else {
+        Chunk<sizeof(T)> out;
 #pragma unroll
-    for (int i = 0; i < V; ++i) {
-        const T v = narrow<T, A>(acc[i]);
-        out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
+        for (int i = 0; i < V; ++i) {
+            const T v = narrow<T, A>(acc[i]);
+            out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
+        }
+        store_span<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) + (row_start + (IDX)c0),
+                              out, span.first, span.end);
     }
-    store_span<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) + (row_start + (IDX)c0),
-                          out, span.first, span.end);
 }
 
 // A sum of exactly one tap, in the accumulator type as fold_chunks forms it (0 + v: a float
@@ -318,11 +337,14 @@ template __global__ void dml::fold_chunks<double, 1, int>(const double*, double*
 template __global__ void dml::fold_chunks<signed char, 3, long long>(const signed char*, signed char*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<unsigned long long, 6, int>(const unsigned long long*, unsigned long long*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<short, 2, int>(const short*, short*, const dml::FoldParams);
-template __global__ void dml::fold_window2d<float, 3, 3, 1, 1, int>(const float*, float*, const dml::FoldParams);
-template __global__ void dml::fold_window2d<float, 4, 4, 2, 2, int>(const float*, float*, const dml::FoldParams);
-template __global__ void dml::fold_window2d<__half, 3, 3, 1, 1, long long>(const __half*, __half*, const dml::FoldParams);
-template __global__ void dml::fold_window2d<double, 5, 3, 3, 3, int>(const double*, double*, const dml::FoldParams);
-template __global__ void dml::fold_window2d<signed char, 2, 3, 1, 3, int>(const signed char*, signed char*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 3, 3, 1, 1, false, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 4, 4, 2, 2, false, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<__half, 3, 3, 1, 1, false, long long>(const __half*, __half*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 3, 3, 1, 1, true, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 4, 4, 2, 2, true, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<__half, 3, 3, 1, 1, true, long long>(const __half*, __half*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<double, 5, 3, 3, 3, false, int>(const double*, double*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<signed char, 2, 3, 1, 3, false, int>(const signed char*, signed char*, const dml::FoldParams);
 template __global__ void dml::fold_patches<float, int>(const float*, float*, const dml::PatchParams);
 template __global__ void dml::fold_patches<__half, long long>(const __half*, __half*, const dml::PatchParams);
 template __global__ void dml::fold_patches<signed char, int>(const signed char*, signed char*, const dml::PatchParams);

@@ -27,7 +27,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "patches", "window2d", "chunks"]
+PATHS = [None, "patches", "window2d", "window2d_chunks", "chunks"]
 
 
 def _fold(path: Any) -> Any:
@@ -98,7 +98,7 @@ WINDOW2D_CASES = [
 ]
 
 
-@pytest.mark.parametrize("path", ["window2d", "chunks"], ids=str)
+@pytest.mark.parametrize("path", ["window2d", "window2d_chunks", "chunks"], ids=str)
 @pytest.mark.parametrize(
     "dtype", [np.float32, np.float16, np.float64, np.int8, np.int32, np.uint64], ids=str
 )
