@@ -256,7 +256,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     unfold_case(
         "ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0, (None, "patches", "chunks")
     )
-    folds = (None, "window2d", "chunks")
+    folds = (None, "window2d_chunks", "chunks")
     unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,), folds)
     unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, (None,), folds)
     unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, (None,), folds)

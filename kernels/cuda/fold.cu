@@ -64,8 +64,15 @@ template <> __device__ __forceinline__ __half narrow<__half, float>(float v) { r
 // KS > 0: k_step[d] known at compile time (its modulo folds into multiplies); 0: run-time.
 template <int KS = 0>
 __device__ __forceinline__ bool first_tap(const FoldParams& p, int d, int r, int& k, int& b) {
-    const unsigned g = p.gcd_div[d].d;
     unsigned rg = (unsigned)r;
+    if (KS > 0 && p.dilation[d] == 1) {
+        // g = 1 and k_step = stride = KS, b_step = 1: offsets k = r mod KS, blocks r / KS.
+        const unsigned ks = KS > 0 ? (unsigned)KS : 1u;
+        k = (int)(rg % ks);
+        b = (int)(rg / ks);
+        return k < p.window[d];
+    }
+    const unsigned g = p.gcd_div[d].d;
     if (g != 1) {
         const unsigned q = fast_div(rg, p.gcd_div[d]);
         if (rg != q * g) return false;
