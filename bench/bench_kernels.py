@@ -221,7 +221,13 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
 
     # UNFOLD / FOLD
     def unfold_case(
-        label: str, shape: tuple[int, ...], k: int, s: int, p: int, paths: tuple[str | None, ...]
+        label: str,
+        shape: tuple[int, ...],
+        k: int,
+        s: int,
+        p: int,
+        paths: tuple[str | None, ...],
+        fold_paths: tuple[str | None, ...] | None = None,
     ) -> None:
         n, c, h, w = shape
         oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
@@ -236,7 +242,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
                 lambda t: F.unfold(t, k, dilation=1, padding=p, stride=s),
                 cols,
             )
-        for path in paths:
+        for path in paths if fold_paths is None else fold_paths:
             add(
                 f"fold {label}{tag(path)}",
                 (n, c * k * k, oh * ow),
@@ -250,9 +256,10 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     unfold_case(
         "ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0, (None, "patches", "chunks")
     )
-    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,))
-    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, (None,))
-    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, (None,))
+    folds = (None, "window2d_chunks", "chunks")
+    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,), folds)
+    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, (None,), folds)
+    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, (None,), folds)
 
     # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
     def pool_case(
@@ -310,15 +317,16 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         lambda t: F.unfold(t, 3, dilation=1, padding=1, stride=1),
         27 * 1024,
     )
-    add(
-        "small fold 3x3 1x3x32x32",
-        (1, 27, 1024),
-        np.float32,
-        lambda x: FOLD.fold(x, (32, 32), window3),
-        lambda t: F.fold(t, (32, 32), 3, dilation=1, padding=1, stride=1),
-        3 * 1024,
-        rtol=1e-5,
-    )
+    for path in (None, "chunks"):
+        add(
+            f"small fold 3x3 1x3x32x32{tag(path)}",
+            (1, 27, 1024),
+            np.float32,
+            lambda x, q=path: FOLD.fold_on(q, x, (32, 32), window3),
+            lambda t: F.fold(t, (32, 32), 3, dilation=1, padding=1, stride=1),
+            3 * 1024,
+            rtol=1e-5,
+        )
     add(
         "small avgpool2d k3s1p1 1x3x32x32",
         small,

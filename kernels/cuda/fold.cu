@@ -61,16 +61,28 @@ template <> __device__ __forceinline__ __half narrow<__half, float>(float v) { r
 // The first window offset k (and its block b) that puts a tap on padded position r = p + pad
 // of dim d; false when none does. Later taps: k += k_step[d], b -= b_step[d] while
 // k < K and b >= 0 (taps with b >= blocks[d] are skipped by the caller).
+// KS > 0: k_step[d] known at compile time (its modulo folds into multiplies); 0: run-time.
+template <int KS = 0>
 __device__ __forceinline__ bool first_tap(const FoldParams& p, int d, int r, int& k, int& b) {
-    const unsigned g = p.gcd_div[d].d;
     unsigned rg = (unsigned)r;
+    if (KS > 0 && p.dilation[d] == 1) {
+        // g = 1 and k_step = stride = KS, b_step = 1: offsets k = r mod KS, blocks r / KS.
+        const unsigned ks = KS > 0 ? (unsigned)KS : 1u;
+        k = (int)(rg % ks);
+        b = (int)(rg / ks);
+        return k < p.window[d];
+    }
+    const unsigned g = p.gcd_div[d].d;
     if (g != 1) {
         const unsigned q = fast_div(rg, p.gcd_div[d]);
         if (rg != q * g) return false;
         rg = q;
     }
     unsigned k0 = 0;
-    if (p.k_step[d] != 1) {
+    if (KS > 1) {
+        const unsigned ks = KS > 1 ? (unsigned)KS : 1u;
+        k0 = ((rg % ks) * (unsigned)p.k_inverse[d]) % ks;
+    } else if (KS == 0 && p.k_step[d] != 1) {
         const unsigned m = rg - fast_div(rg, p.k_step_div[d]) * (unsigned)p.k_step[d];
         k0 = p.k_inverse[d] == 1
                  ? m
@@ -188,6 +200,120 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
                           out, span.first, span.end);
 }
 
+// fold_chunks for 2-D windows of compile-time size KH x KW whose window offsets hitting one
+// position step by KSH / KSW (stride / gcd(stride, dilation)): each element has at most
+// ceil(KH / KSH) * ceil(KW / KSW) taps, so the tap loops unroll fully with predication and
+// every tap's load issues before the sums need it (fold_chunks walks run-time trip counts,
+// one dependent load chain at a time). Same taps, same summation order per output.
+// SINGLE: one output element per thread (total_chunks = elements, chunk_div divides by the
+// row width), so each warp-wide load is 32 consecutive elements of a column row; else a
+// 16-byte chunk per thread as fold_chunks, whose warp-wide loads touch every 16th element
+// and leave the other three taps of each sector to the thread's next loads.
+template <typename T, int KH, int KW, int KSH, int KSW, bool SINGLE, typename IDX>
+__global__ void __launch_bounds__(256, 4)
+fold_window2d(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
+    typedef typename Accumulate<T>::type A;
+    const int V = SINGLE ? 1 : 16 / (int)sizeof(T);
+    const int TH = (KH + KSH - 1) / KSH;
+    const int TW = (KW + KSW - 1) / KSW;
+    IDX row, row_start;
+    ChunkSpan span;
+    if constexpr (SINGLE) {
+        const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
+        if (t >= (IDX)p.total_chunks) return;
+        IDX column;
+        divmod<IDX>(t, p.chunk_div, row, column);
+        row_start = row * (IDX)p.size[1];
+        span.c0 = (int)column;
+        span.first = 0;
+        span.end = 1;
+    } else {
+        if (!row_chunk<sizeof(T), IDX>(p.total_chunks, p.chunk_div, p.size[1], row, row_start, span))
+            return;
+    }
+    const int c0 = span.c0;
+
+    IDX plane, yo, n, c;
+    divmod<IDX>(row, p.size_div[0], plane, yo);
+    divmod<IDX>(plane, p.channel_div, n, c);
+    const IDX stride_r = (IDX)p.col_stride_r;
+    const IDX stride_l = (IDX)p.col_stride_l;
+    const IDX base = n * (IDX)p.col_stride_n + (c * (IDX)(KH * KW)) * stride_r;
+
+    int kh0 = 0, bh0 = 0;
+    const bool live = first_tap<KSH>(p, 0, (int)yo + p.pad_lo[0], kh0, bh0);
+    // Tap (th, tw) of element i sits at base + at_h[th] + at_w[i] + tw * step_w; its
+    // existence is bit th of rows_hit and bit tw of taps_hit[i]. Both are worked out once, so
+    // each load costs an address add and a predicate.
+    const int blocks_w = p.blocks[1];
+    const IDX step_w = (IDX)KSW * stride_r - (IDX)p.b_step[1] * stride_l;
+    IDX at_w[V];
+    unsigned taps_hit[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        int kw = 0, bw = 0;
+        const bool any = live && i >= span.first && i < span.end &&
+                         first_tap<KSW>(p, 1, c0 + i + p.pad_lo[1], kw, bw);
+        at_w[i] = (IDX)kw * stride_r + (IDX)bw * stride_l;
+        taps_hit[i] = 0;
+#pragma unroll
+        for (int tw = 0; tw < TW; ++tw) {
+            const int b = bw - tw * p.b_step[1];
+            if (any && kw + tw * KSW < KW && b >= 0 && b < blocks_w) taps_hit[i] |= 1u << tw;
+        }
+    }
+    IDX at_h[TH];
+    unsigned rows_hit = 0;
+#pragma unroll
+    for (int th = 0; th < TH; ++th) {
+        const int kh = kh0 + th * KSH;
+        const int bh = bh0 - th * p.b_step[0];
+        at_h[th] = base + (IDX)(kh * KW) * stride_r + (IDX)bh * (IDX)blocks_w * stride_l;
+        if (kh < KH && bh >= 0 && bh < p.blocks[0]) rows_hit |= 1u << th;
+    }
+
+    // All taps' loads first (predicated, independent), then the sums in fold_chunks' order. A
+    // tap that does not exist adds a zero: the running sum starts at +0 and is never -0 (round
+    // to nearest), and x + 0 == x bitwise for every other x, so the sums stay bit-identical.
+    T tap[TH][V][TW];
+#pragma unroll
+    for (int th = 0; th < TH; ++th) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+#pragma unroll
+            for (int tw = 0; tw < TW; ++tw) {
+                const bool hit = ((rows_hit >> th) & (taps_hit[i] >> tw) & 1u) != 0;
+                tap[th][i][tw] = hit ? cols[at_h[th] + at_w[i] + (IDX)tw * step_w] : T(0);
+            }
+        }
+    }
+    A acc[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        acc[i] = (A)0;
+#pragma unroll
+        for (int th = 0; th < TH; ++th) {
+#pragma unroll
+            for (int tw = 0; tw < TW; ++tw) {
+                acc[i] += widen<A, T>(tap[th][i][tw]);
+            }
+        }
+    }
+
+    if constexpr (SINGLE) {
+        y[row_start + (IDX)c0] = narrow<T, A>(acc[0]);
+    } else {
+        Chunk<sizeof(T)> out;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            const T v = narrow<T, A>(acc[i]);
+            out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
+        }
+        store_span<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) + (row_start + (IDX)c0),
+                              out, span.first, span.end);
+    }
+}
+
 // A sum of exactly one tap, in the accumulator type as fold_chunks forms it (0 + v: a float
 // -0.0 becomes +0.0), on the element's bits.
 template <typename T> struct SingleTap {
@@ -218,6 +344,14 @@ template __global__ void dml::fold_chunks<double, 1, int>(const double*, double*
 template __global__ void dml::fold_chunks<signed char, 3, long long>(const signed char*, signed char*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<unsigned long long, 6, int>(const unsigned long long*, unsigned long long*, const dml::FoldParams);
 template __global__ void dml::fold_chunks<short, 2, int>(const short*, short*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 3, 3, 1, 1, false, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 4, 4, 2, 2, false, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<__half, 3, 3, 1, 1, false, long long>(const __half*, __half*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 3, 3, 1, 1, true, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<float, 4, 4, 2, 2, true, int>(const float*, float*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<__half, 3, 3, 1, 1, true, long long>(const __half*, __half*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<double, 5, 3, 3, 3, false, int>(const double*, double*, const dml::FoldParams);
+template __global__ void dml::fold_window2d<signed char, 2, 3, 1, 3, false, int>(const signed char*, signed char*, const dml::FoldParams);
 template __global__ void dml::fold_patches<float, int>(const float*, float*, const dml::PatchParams);
 template __global__ void dml::fold_patches<__half, long long>(const __half*, __half*, const dml::PatchParams);
 template __global__ void dml::fold_patches<signed char, int>(const signed char*, signed char*, const dml::PatchParams);

@@ -10,15 +10,30 @@ from typing import Any, Literal
 import numpy as np
 
 from ..geometry import Window
-from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
+from ._common import (
+    Plan,
+    chunk_plan,
+    fast_divmod,
+    fill_divisors,
+    grid_for,
+    index_type,
+    launch,
+    param_struct,
+)
 from ._patches import patch_plan
 
 __all__ = ["PATHS", "fold", "fold_on"]
 
-Path = Literal["patches", "chunks"]
-PATHS: tuple[Path, ...] = ("patches", "chunks")
+Path = Literal["patches", "window2d", "window2d_chunks", "chunks"]
+PATHS: tuple[Path, ...] = ("patches", "window2d", "window2d_chunks", "chunks")
 
 PARAMS = param_struct("fold.cu", "dml::FoldParams")
+
+#: The most taps one thread of fold_window2d loads at once (its outputs times the taps per
+#: output); beyond it the loads outgrow 64 registers and spill (16 bytes of FLOAT16 3x3: 72).
+WINDOW2D_LOADS = 40
+#: The largest window side fold_window2d unrolls.
+WINDOW2D_SIDE = 8
 
 
 def _suffix_products(values: Sequence[int]) -> list[int]:
@@ -42,7 +57,9 @@ def _plan(
 
     ``path`` forces a kernel (tests run every case through each); None and "patches" take
     fold_patches where the windows tile the image without overlap (patches.cuh: one tap per
-    element), else fold_chunks.
+    element); None and "window2d" take fold_window2d for small 2-D windows (`_window2d`) with
+    one output element per thread, "window2d_chunks" the same kernel with a 16-byte chunk of
+    outputs per thread; everything else fold_chunks.
     """
     strides, dilations = window.strides, window.dilations
     n, rows, _ = shape
@@ -56,7 +73,7 @@ def _plan(
         return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
     xs = [s // itemsize for s in byte_strides]
-    if path != "chunks":
+    if path in (None, "patches"):
         image_strides = (c * math.prod(output_sizes), math.prod(output_sizes), output_sizes[-1], 1)
         patches = patch_plan(
             out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_patches", dtype
@@ -86,9 +103,40 @@ def _plan(
     fill_divisors(p["k_step_div"], k_steps)
     p["channel_div"] = fast_divmod(c)
     p["taps"] = taps
+    if path in (None, "window2d"):
+        unrolled = _window2d(window.sizes, k_steps, 1)
+        if unrolled is not None:
+            total = math.prod(out_shape)
+            p["chunk_div"] = fast_divmod(output_sizes[-1])
+            p["total_chunks"] = total
+            idx = index_type(shape, xs, total)
+            grid = grid_for(total)
+            kernel = launch("fold.cu", "fold_window2d", dtype, *unrolled, True, idx, grid=grid)
+            return Plan(out_shape, kernel, p)
+    if path == "window2d_chunks":
+        unrolled = _window2d(window.sizes, k_steps, 16 // itemsize)
+        if unrolled is not None:
+            return chunk_plan(
+                p, shape, xs, out_shape, output_sizes[-1], itemsize, "fold.cu", "fold_window2d",
+                dtype, *unrolled, False,
+            )  # fmt: skip
     return chunk_plan(
         p, shape, xs, out_shape, output_sizes[-1], itemsize, "fold.cu", "fold_chunks", dtype, dims
     )
+
+
+def _window2d(
+    sizes: Sequence[int], k_steps: Sequence[int], outputs: int
+) -> tuple[int, int, int, int] | None:
+    """fold_window2d's compile-time ``(KH, KW, KSH, KSW)`` for ``outputs`` elements per
+    thread, or None where it does not apply: 2-D windows of sides up to `WINDOW2D_SIDE` whose
+    taps per thread fit `WINDOW2D_LOADS`."""
+    if len(sizes) != 2 or max(sizes) > WINDOW2D_SIDE:
+        return None
+    kh, kw = sizes
+    ksh, ksw = k_steps
+    loads = outputs * -(-kh // ksh) * -(-kw // ksw)
+    return (kh, kw, ksh, ksw) if loads <= WINDOW2D_LOADS else None
 
 
 def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
@@ -101,6 +149,6 @@ def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
 
 
 def fold_on(path: Path | None, x: Any, output_sizes: Sequence[int], window: Window) -> Any:
-    """`fold` through the kernel `path` (None: the launcher's choice; "patches" falls back to
-    "chunks" where the windows overlap or do not tile the image)."""
+    """`fold` through the kernel `path` (None: the launcher's choice; "patches" and the
+    "window2d" paths fall back to "chunks" where they do not apply)."""
     return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window, path).run(x)

@@ -27,7 +27,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "patches", "chunks"]
+PATHS = [None, "patches", "window2d", "window2d_chunks", "chunks"]
 
 
 def _fold(path: Any) -> Any:
@@ -83,3 +83,27 @@ def test_single_taps_are_sums_from_zero(path: Any, dtype: Any) -> None:
     expected = reference.fold(host, *_args(case))
     assert not np.signbit(expected).any()
     assert_matches(got, expected)
+
+
+# 2-D windows the unrolled kernel takes (fold_window2d): the benchmark's geometries, taps whose
+# first window offset needs the modular inverse (stride 3, dilation 2: inverse 2 mod 3), a
+# stride beyond the window, gcd(stride, dilation) > 1, rows that start mid-chunk.
+WINDOW2D_CASES = [
+    ((12, 16), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+    ((14, 18), (4, 4), (2, 2), (1, 1), (1, 1), (1, 1)),
+    ((15, 17), (5, 3), (3, 3), (2, 2), (2, 1), (1, 2)),
+    ((11, 13), (2, 3), (4, 5), (1, 1), (1, 0), (0, 2)),
+    ((13, 10), (3, 4), (2, 2), (2, 4), (0, 3), (2, 1)),
+    ((7, 9), (1, 3), (1, 2), (1, 1), (0, 1), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("path", ["window2d", "window2d_chunks", "chunks"], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float16, np.float64, np.int8, np.int32, np.uint64], ids=str
+)
+def test_unrolled_2d_windows(path: str, dtype: Any) -> None:
+    rng = np.random.default_rng(23)
+    for case in WINDOW2D_CASES:
+        host = random_array(cols_shape(2, 3, case), dtype, rng)
+        check(_fold(path), reference.fold, host, "contiguous", _args(case), float_rtol(dtype))
