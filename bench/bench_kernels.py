@@ -248,7 +248,12 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
             )
 
     unfold_case(
-        "ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0, (None, "patches", "chunks")
+        "ViT 64x3x224x224 k16 s16",
+        (64, 3, 224, 224),
+        16,
+        16,
+        0,
+        (None, "slabs", "patches", "chunks"),
     )
     unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,))
     unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, (None,))

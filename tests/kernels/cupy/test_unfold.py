@@ -25,7 +25,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "patches", "chunks"]
+PATHS = [None, "slabs", "patches", "chunks"]
 
 
 def _unfold(path: Any) -> Any:
