@@ -254,7 +254,12 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
             )
 
     unfold_case(
-        "ViT 64x3x224x224 k16 s16", (64, 3, 224, 224), 16, 16, 0, (None, "patches", "chunks")
+        "ViT 64x3x224x224 k16 s16",
+        (64, 3, 224, 224),
+        16,
+        16,
+        0,
+        (None, "slabs", "patches", "chunks"),
     )
     folds = (None, "window2d_chunks", "chunks")
     unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,), folds)

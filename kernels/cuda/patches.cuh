@@ -25,12 +25,14 @@ struct PatchParams {
     int blocks_w;               // BW
     int tile_rows;              // R: block rows per CTA
     int segment_chunks;         // chunks per column segment of R * BW blocks (buffer-aligned)
-    int unused;
+    int row_chunks;             // slabs: chunks per image row of W elements (buffer-aligned)
     FastDivmod window_w_div;    // division by KW
     FastDivmod blocks_w_div;    // division by BW
     FastDivmod segment_div;     // division by segment_chunks
-    FastDivmod tiles_div;       // division by tiles per (n, c) plane
+    FastDivmod tiles_div;       // division by tiles (slabs: KH) per (n, c) plane
     FastDivmod channel_div;     // division by C
+    FastDivmod row_chunks_div;  // slabs: division by row_chunks
+    FastDivmod blocks_div;      // slabs: division by BH * BW
 };
 
 const int PATCH_THREADS = 256;
@@ -68,6 +70,23 @@ __device__ __forceinline__ Chunk<BYTES> load_span(const typename Bits<BYTES>::ty
 #pragma unroll
     for (int i = 0; i < Chunk<BYTES>::N; ++i) c.e[i] = (i >= first && i < end) ? __ldg(src + i) : 0;
     return c;
+}
+
+// store_span, with a full chunk as one 16-byte store on the device: NVVM splits the plain
+// uint4 store of a chunk gathered from 4-byte shared-memory loads into four 4-byte stores
+// (four LSU requests per chunk). A vector store in PTX keeps it whole.
+template <int BYTES>
+__device__ __forceinline__ void put_span(typename Bits<BYTES>::type* dst, const Chunk<BYTES>& c,
+                                         int first, int end) {
+#ifdef __CUDA_ARCH__
+    if (first == 0 && end == Chunk<BYTES>::N) {
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(c.w[0]), "r"(c.w[1]),
+                     "r"(c.w[2]), "r"(c.w[3])
+                     : "memory");
+        return;
+    }
+#endif
+    store_span<BYTES>(dst, c, first, end);
 }
 
 // A buffer-aligned chunk of a run of `len` elements whose first element lies `misalign`
@@ -160,7 +179,7 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
             for (int k = 0; k < Chunk<BYTES>::N; ++k) {
                 out.e[k] = (k >= r.first && k < r.end) ? Op::apply(tile[column_slot(p, ky, kx, r.at + k)]) : 0;
             }
-            store_span<BYTES>(seg + r.at, out, r.first, r.end);
+            put_span<BYTES>(seg + r.at, out, r.first, r.end);
         }
     } else {
         // Column segments -> shared memory, PATCH_BATCH chunks per thread in flight (each
@@ -202,8 +221,92 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
             for (int k = 0; k < Chunk<BYTES>::N; ++k) {
                 out.e[k] = (k >= r.first && k < r.end) ? Op::apply(tile[image_slot(p, r.at + k)]) : 0;
             }
-            store_span<BYTES>(image_out + r.at, out, r.first, r.end);
+            put_span<BYTES>(image_out + r.at, out, r.first, r.end);
         }
+    }
+}
+
+// A slab is what one window row ky of one (n, c) plane contributes: the image rows
+// by*KH + ky (by < BH), each W long, and the KW column rows (ky, kx = 0..KW-1), adjacent in
+// a compact column tensor, so one run of KW*BH*BW elements. One CTA per (n, c, ky) moves a
+// slab through shared memory with long contiguous 16-byte accesses on both sides. Slots:
+// slab element e = by*W + x sits at image_slot(e) (a spare slot after each window row, as in
+// the tiles); run element kx*BH*BW + j (j = by*BW + bx) is then at j*(KW + 1) + kx, because
+// W = BW*KW makes the spare-padded slab rows abut.
+template <int BYTES, typename IDX>
+__device__ __forceinline__ void slab_to_columns(const typename Bits<BYTES>::type* __restrict__ src,
+                                                typename Bits<BYTES>::type* __restrict__ dst,
+                                                const PatchParams& p) {
+    typedef typename Bits<BYTES>::type T;
+    const int N = Chunk<BYTES>::N;
+    T* slab = dynamic_smem<T>();
+    IDX plane, ky;
+    divmod<IDX>((IDX)blockIdx.x, p.tiles_div, plane, ky);
+    IDX n, c;
+    divmod<IDX>(plane, p.channel_div, n, c);
+    const IDX row_step = (IDX)p.window_h * (IDX)p.width;  // image elements between slab rows
+    const T* image = src + (n * (IDX)p.image_stride_n + c * (IDX)p.image_stride_c + ky * (IDX)p.width);
+    const int blocks = (int)p.blocks_div.d;  // BH * BW
+    const int len = p.window_w * blocks;
+    T* run = dst + (n * (IDX)p.col_stride_n +
+                    (c * (IDX)p.window_h + ky) * (IDX)p.window_w * (IDX)p.col_stride_r);
+    const int load_items = p.blocks_h * p.row_chunks;
+
+    // Slab rows -> shared memory, PATCH_BATCH chunks per thread in flight.
+    for (int i0 = threadIdx.x; i0 < load_items; i0 += PATCH_BATCH * PATCH_THREADS) {
+        Chunk<BYTES> buf[PATCH_BATCH];
+#pragma unroll
+        for (int u = 0; u < PATCH_BATCH; ++u) {
+            const int i = i0 + u * PATCH_THREADS;
+            if (i < load_items) {
+                const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
+                const T* row = image + (IDX)by * row_step;
+                const RunChunk r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
+                if (r.first < r.end) buf[u] = load_span<BYTES>(row + r.at, r.first, r.end);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PATCH_BATCH; ++u) {
+            const int i = i0 + u * PATCH_THREADS;
+            if (i < load_items) {
+                const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
+                const T* row = image + (IDX)by * row_step;
+                const RunChunk r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
+                const int e0 = by * p.width + r.at;
+#pragma unroll
+                for (int k = 0; k < N; ++k) {
+                    if (k >= r.first && k < r.end) slab[image_slot(p, e0 + k)] = buf[u].e[k];
+                }
+            }
+        }
+    }
+    __syncthreads();
+    // Shared memory -> the run, one buffer-aligned chunk per item.
+    const int run_misalign = misalign_of<BYTES>(run);
+    const int run_items = (len + run_misalign + N - 1) / N;
+    const int pitch = p.window_w + 1;
+    for (int i = threadIdx.x; i < run_items; i += PATCH_THREADS) {
+        const RunChunk r = run_chunk<BYTES>(i, run_misalign, len);
+        const int e0 = r.at + r.first;
+        const int kx0 = (int)fast_div((unsigned)e0, p.blocks_div);
+        int j = e0 - kx0 * blocks;
+        int slot = j * pitch + kx0;
+        Chunk<BYTES> out;
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+            if (k >= r.first && k < r.end) {
+                out.e[k] = slab[slot];
+                slot += pitch;
+                // Past the last block of column row kx: the first block of row kx + 1.
+                if (++j == blocks) {
+                    j = 0;
+                    slot -= blocks * pitch - 1;
+                }
+            } else {
+                out.e[k] = 0;
+            }
+        }
+        put_span<BYTES>(run + r.at, out, r.first, r.end);
     }
 }
 

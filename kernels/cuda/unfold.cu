@@ -6,8 +6,9 @@
 // is affine in the innermost block index (pos = b*stride + k*dilation - pad), so the inner
 // loop only adds the stride and carries into the outer block dims when a block row ends.
 // Padding taps are written as zeros explicitly: the output is never pre-filled.
-// Non-overlapping 2-D windows take unfold_patches instead (patches.cuh): a shared-memory
-// transpose with 16-byte reads and writes on both sides.
+// Non-overlapping 2-D windows take unfold_slabs instead (patches.cuh): a shared-memory
+// transpose of one window row's slab per CTA, long 16-byte runs on both sides
+// (unfold_patches, the tile transpose, stays forceable).
 #include "common.cuh"
 #include "patches.cuh"
 
@@ -140,6 +141,14 @@ unfold_patches(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<B
     move_patches<BYTES, true, SameBits, IDX>(x, y, p);
 }
 
+// UNFOLD of non-overlapping 2-D windows, one slab (n, c, ky) per CTA (patches.cuh).
+template <int BYTES, typename IDX>
+__global__ void __launch_bounds__(PATCH_THREADS, PATCH_CTAS)
+unfold_slabs(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+             const PatchParams p) {
+    slab_to_columns<BYTES, IDX>(x, y, p);
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -152,4 +161,8 @@ template __global__ void dml::unfold_patches<4, int>(const unsigned int*, unsign
 template __global__ void dml::unfold_patches<2, long long>(const unsigned short*, unsigned short*, const dml::PatchParams);
 template __global__ void dml::unfold_patches<1, int>(const unsigned char*, unsigned char*, const dml::PatchParams);
 template __global__ void dml::unfold_patches<8, int>(const unsigned long long*, unsigned long long*, const dml::PatchParams);
+template __global__ void dml::unfold_slabs<4, int>(const unsigned int*, unsigned int*, const dml::PatchParams);
+template __global__ void dml::unfold_slabs<2, long long>(const unsigned short*, unsigned short*, const dml::PatchParams);
+template __global__ void dml::unfold_slabs<1, int>(const unsigned char*, unsigned char*, const dml::PatchParams);
+template __global__ void dml::unfold_slabs<8, int>(const unsigned long long*, unsigned long long*, const dml::PatchParams);
 #endif

@@ -9,9 +9,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..geometry import Window
-from ._common import INT32_LIMIT, Plan, fast_divmod, index_type, launch, param_struct
+from ._common import (
+    INT32_LIMIT,
+    Plan,
+    chunks_per_row,
+    fast_divmod,
+    index_type,
+    launch,
+    param_struct,
+)
 
-__all__ = ["PARAMS", "patch_plan"]
+__all__ = ["PARAMS", "patch_plan", "slab_plan"]
 
 PARAMS = param_struct("patches.cuh", "dml::PatchParams")
 THREADS = 256  # PATCH_THREADS
@@ -26,6 +34,41 @@ MIN_TILES = 4
 def _tile_rows(blocks_h: int, row_bytes: int) -> int:
     """Block rows per CTA: as many as TILE_BYTES holds, at most blocks_h / MIN_TILES."""
     return max(1, min(TILE_BYTES // row_bytes, blocks_h // MIN_TILES))
+
+
+def _tiling(
+    image_shape: Sequence[int],
+    image_strides: Sequence[int],
+    col_strides: Sequence[int],
+    window: Window,
+) -> tuple[int, int, int, int] | None:
+    """(H, W, KH, KW) when the 2-D window tiles the compact image exactly without overlap and
+    the column rows are compact, else None."""
+    sizes = image_shape[2:]
+    if len(sizes) != 2 or math.prod(image_shape) == 0:
+        return None
+    (h, w), (kh, kw) = sizes, tuple(window.sizes)
+    exact = tuple(window.strides) == (kh, kw) and h % kh == 0 and w % kw == 0
+    plain = all(d == 1 for d in window.dilations)
+    unpadded = not any(window.start_padding) and not any(window.end_padding)
+    compact = tuple(image_strides[2:]) == (w, 1) and col_strides[2] == 1
+    if not (exact and plain and unpadded and compact):
+        return None
+    return h, w, kh, kw
+
+
+def _index_type(
+    image_shape: Sequence[int],
+    image_strides: Sequence[int],
+    cols_shape: Sequence[int],
+    col_strides: Sequence[int],
+    ctas: int,
+) -> str:
+    wide = "long long" in (
+        index_type(image_shape, image_strides, ctas),
+        index_type(cols_shape, col_strides, ctas),
+    )
+    return "long long" if wide else "int"
 
 
 def patch_plan(
@@ -46,16 +89,11 @@ def patch_plan(
     are those of the (N, C*KH*KW, BH*BW) column tensor. ``to_columns``: the image is the
     source (UNFOLD), else the columns are (FOLD); the output is C-contiguous.
     """
-    n, c, *sizes = image_shape
-    if len(sizes) != 2 or math.prod(image_shape) == 0:
+    tiling = _tiling(image_shape, image_strides, col_strides, window)
+    if tiling is None:
         return None
-    (h, w), (kh, kw) = sizes, tuple(window.sizes)
-    exact = tuple(window.strides) == (kh, kw) and h % kh == 0 and w % kw == 0
-    plain = all(d == 1 for d in window.dilations)
-    unpadded = not any(window.start_padding) and not any(window.end_padding)
-    compact = tuple(image_strides[2:]) == (w, 1) and col_strides[2] == 1
-    if not (exact and plain and unpadded and compact):
-        return None
+    n, c = image_shape[:2]
+    h, w, kh, kw = tiling
     blocks_h, blocks_w = h // kh, w // kw
     row_bytes = kh * (w + blocks_w) * itemsize  # one block row's tile, spare slots included
     if row_bytes > TILE_BYTES:
@@ -81,17 +119,63 @@ def patch_plan(
     p["segment_div"] = fast_divmod(segment_chunks)
     p["tiles_div"] = fast_divmod(tiles)
     p["channel_div"] = fast_divmod(c)
-    wide = "long long" in (
-        index_type(image_shape, image_strides, ctas),
-        index_type(cols_shape, col_strides, ctas),
-    )
     kernel = launch(
         source,
         name,
         *template_args,
-        "long long" if wide else "int",
+        _index_type(image_shape, image_strides, cols_shape, col_strides, ctas),
         grid=(ctas, 1, 1),
         block=(THREADS, 1, 1),
         shared_mem=rows * row_bytes,
     )
     return Plan(cols_shape if to_columns else tuple(image_shape), kernel, p)
+
+
+def slab_plan(
+    image_shape: Sequence[int],
+    image_strides: Sequence[int],
+    window: Window,
+    itemsize: int,
+    source: str,
+    name: str,
+    *template_args: object,
+) -> Plan | None:
+    """The plan of the slab kernel ``dml::name<template_args..., index type>`` (image -> a new
+    C-contiguous column tensor, one CTA per (n, c, window row)) when the window tiles the
+    image exactly without overlap and a slab fits TILE_BYTES, else None."""
+    n, c = image_shape[:2]
+    tiling = _tiling(image_shape, image_strides, (0, 0, 1), window)
+    if tiling is None:
+        return None
+    h, w, kh, kw = tiling
+    blocks_h, blocks_w = h // kh, w // kw
+    slab_bytes = blocks_h * (w + blocks_w) * itemsize  # spare slots included
+    ctas = n * c * kh
+    length = blocks_h * blocks_w
+    cols_shape = (n, c * kh * kw, length)
+    col_strides = (c * kh * kw * length, length, 1)
+    if slab_bytes > TILE_BYTES or ctas > INT32_LIMIT:
+        return None
+
+    p = np.zeros((), dtype=PARAMS)
+    p["image_stride_n"], p["image_stride_c"] = image_strides[:2]
+    p["col_stride_n"], p["col_stride_r"] = col_strides[:2]
+    p["width"], p["window_h"], p["window_w"] = w, kh, kw
+    p["blocks_h"], p["blocks_w"] = blocks_h, blocks_w
+    p["row_chunks"] = chunks_per_row(w, itemsize)
+    p["window_w_div"] = fast_divmod(kw)
+    p["blocks_w_div"] = fast_divmod(blocks_w)
+    p["tiles_div"] = fast_divmod(kh)
+    p["channel_div"] = fast_divmod(c)
+    p["row_chunks_div"] = fast_divmod(int(p["row_chunks"]))
+    p["blocks_div"] = fast_divmod(length)
+    kernel = launch(
+        source,
+        name,
+        *template_args,
+        _index_type(image_shape, image_strides, cols_shape, col_strides, ctas),
+        grid=(ctas, 1, 1),
+        block=(THREADS, 1, 1),
+        shared_mem=slab_bytes,
+    )
+    return Plan(cols_shape, kernel, p)

@@ -10,12 +10,12 @@ import numpy as np
 
 from ..geometry import Window
 from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
-from ._patches import patch_plan
+from ._patches import patch_plan, slab_plan
 
 __all__ = ["PATHS", "unfold", "unfold_on"]
 
-Path = Literal["patches", "chunks"]
-PATHS: tuple[Path, ...] = ("patches", "chunks")
+Path = Literal["slabs", "patches", "chunks"]
+PATHS: tuple[Path, ...] = ("slabs", "patches", "chunks")
 
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
 
@@ -30,11 +30,11 @@ def _plan(
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` forces a kernel (tests run every case through each); None takes unfold_chunks,
-    "patches" unfold_patches where the windows tile the image without overlap (patches.cuh).
-    The patch kernel is the faster FOLD but not the faster UNFOLD: on a ViT patching its
-    column-side writes come in 112-byte runs, sectors shared by two CTAs, and it measured
-    55 us against the chunk kernel's 42 (H100).
+    ``path`` forces a kernel (tests run every case through each). Where the windows tile the
+    image without overlap (patches.cuh) None and "slabs" take unfold_slabs, "patches" the
+    tile transpose unfold_patches; elsewhere, and where a slab outgrows its shared-memory
+    budget, unfold_chunks. The tile transpose writes the columns in 112-byte runs on a ViT
+    patching (55 us against the chunk kernel's 42, H100); a slab is one run of KW*BH*BW.
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -47,6 +47,10 @@ def _plan(
         return Plan(out_shape, None, p)
 
     xs = [s // itemsize for s in byte_strides]
+    if path in (None, "slabs"):
+        slabs = slab_plan(shape, xs, window, itemsize, "unfold.cu", "unfold_slabs", itemsize)
+        if slabs is not None:
+            return slabs
     if path == "patches":
         col_strides = (c * taps * length, length, 1)
         patches = patch_plan(
@@ -72,8 +76,8 @@ def _plan(
 
 
 def unfold_on(path: Path | None, x: Any, window: Window) -> Any:
-    """`unfold` through the kernel `path` (None: the launcher's choice; "patches" falls back to
-    "chunks" where the windows overlap or do not tile the image)."""
+    """`unfold` through the kernel `path` (None: the launcher's choice; "slabs" and "patches"
+    fall back to "chunks" where the windows overlap or do not tile the image)."""
     return _plan(x.shape, x.strides, x.dtype.itemsize, window, path).run(x)
 
 

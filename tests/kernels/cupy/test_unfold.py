@@ -25,7 +25,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "patches", "chunks"]
+PATHS = [None, "slabs", "patches", "chunks"]
 
 
 def _unfold(path: Any) -> Any:
@@ -61,3 +61,20 @@ def test_unfold_then_fold_counts_overlaps() -> None:
     host = np.ones((2, 4, 7, 9), np.int32)
     expected = reference.fold(reference.unfold(host, window), (7, 9), window)
     np.testing.assert_array_equal(cupy.asnumpy(counts), expected)
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["fits", "over"])
+def test_slab_at_its_shared_memory_budget(over: bool) -> None:
+    """A slab that just fits its shared-memory budget takes the slab kernel, one window
+    column more falls back; both bit-exact through the "slabs" path."""
+    from dmlserve.kernels.cupy_backend._patches import TILE_BYTES, slab_plan
+
+    kh, kw, dtype = 2, 4, np.dtype(np.float64)
+    # One block row: a slab is W + BW = BW * (KW + 1) elements.
+    blocks_w = TILE_BYTES // ((kw + 1) * dtype.itemsize) + int(over)
+    host = random_array((1, 2, kh, blocks_w * kw), dtype, np.random.default_rng(13))
+    window = Window((kh, kw), (kh, kw), (1, 1), (0, 0), (0, 0))
+    strides = [s // dtype.itemsize for s in host.strides]
+    plan = slab_plan(host.shape, strides, window, dtype.itemsize, "unfold.cu", "unfold_slabs", 8)
+    assert (plan is None) == over
+    check(_unfold("slabs"), reference.unfold, host, "contiguous", (window,))
