@@ -136,7 +136,14 @@ __device__ __forceinline__ void store_span(typename Bits<BYTES>::type* dst, cons
                                            int first, int end) {
     const int n = Chunk<BYTES>::N;
     if (first == 0 && end == n) {
+#ifdef __CUDA_ARCH__
+        // Spelled out: NVVM has split the plain uint4 store into four 4-byte stores in some
+        // instances (four store requests per chunk instead of one). `dst` is global memory.
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(c.w[0]), "r"(c.w[1]),
+                     "r"(c.w[2]), "r"(c.w[3]));
+#else
         *reinterpret_cast<uint4*>(dst) = c.v;
+#endif
         return;
     }
 #pragma unroll

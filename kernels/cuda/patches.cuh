@@ -72,23 +72,6 @@ __device__ __forceinline__ Chunk<BYTES> load_span(const typename Bits<BYTES>::ty
     return c;
 }
 
-// store_span, with a full chunk as one 16-byte store on the device: NVVM splits the plain
-// uint4 store of a chunk gathered from 4-byte shared-memory loads into four 4-byte stores
-// (four LSU requests per chunk). A vector store in PTX keeps it whole.
-template <int BYTES>
-__device__ __forceinline__ void put_span(typename Bits<BYTES>::type* dst, const Chunk<BYTES>& c,
-                                         int first, int end) {
-#ifdef __CUDA_ARCH__
-    if (first == 0 && end == Chunk<BYTES>::N) {
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(c.w[0]), "r"(c.w[1]),
-                     "r"(c.w[2]), "r"(c.w[3])
-                     : "memory");
-        return;
-    }
-#endif
-    store_span<BYTES>(dst, c, first, end);
-}
-
 // A buffer-aligned chunk of a run of `len` elements whose first element lies `misalign`
 // elements past a 16-byte boundary: its slot 0 is run element `at`, [first, end) in the run.
 struct RunChunk {
@@ -179,7 +162,7 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
             for (int k = 0; k < Chunk<BYTES>::N; ++k) {
                 out.e[k] = (k >= r.first && k < r.end) ? Op::apply(tile[column_slot(p, ky, kx, r.at + k)]) : 0;
             }
-            put_span<BYTES>(seg + r.at, out, r.first, r.end);
+            store_span<BYTES>(seg + r.at, out, r.first, r.end);
         }
     } else {
         // Column segments -> shared memory, PATCH_BATCH chunks per thread in flight (each
@@ -221,7 +204,7 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
             for (int k = 0; k < Chunk<BYTES>::N; ++k) {
                 out.e[k] = (k >= r.first && k < r.end) ? Op::apply(tile[image_slot(p, r.at + k)]) : 0;
             }
-            put_span<BYTES>(image_out + r.at, out, r.first, r.end);
+            store_span<BYTES>(image_out + r.at, out, r.first, r.end);
         }
     }
 }
@@ -306,7 +289,7 @@ __device__ __forceinline__ void slab_to_columns(const typename Bits<BYTES>::type
                 out.e[k] = 0;
             }
         }
-        put_span<BYTES>(run + r.at, out, r.first, r.end);
+        store_span<BYTES>(run + r.at, out, r.first, r.end);
     }
 }
 
