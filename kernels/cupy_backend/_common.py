@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,7 +36,9 @@ __all__ = [
     "grid_for",
     "index_type",
     "launch",
+    "opaque",
     "param_struct",
+    "plan_cache",
     "sm_count",
 ]
 
@@ -221,6 +223,25 @@ class Plan(NamedTuple):
         if self.launch is not None:
             self.launch(x, y, (self.params if params is None else params)[()])
         return y
+
+
+def opaque(plan: Plan) -> Plan:
+    """`plan` with its parameter struct as one opaque field of the same bytes: CuPy packs a
+    structured kernel argument field by field (CuPy 14.2: 6.9 us a launch for a 26-field
+    struct, 1.2 us as one field)."""
+    p = plan.params
+    return plan._replace(params=p.view(np.dtype([("bytes", np.dtype((np.void, p.itemsize)))])))
+
+
+def plan_cache(fn: Callable[..., Plan]) -> Callable[..., Plan]:
+    """A launcher's plan function memoized per geometry (its positional arguments; 512 kept),
+    each plan's struct made `opaque` once."""
+
+    @functools.lru_cache(maxsize=512)
+    def cached(*args: Any) -> Plan:
+        return opaque(fn(*args))
+
+    return functools.update_wrapper(cached, fn)
 
 
 def chunk_plan(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from ._common import (
     index_type,
     launch,
     param_struct,
+    plan_cache,
 )
 from ._patches import patch_plan
 
@@ -44,7 +44,7 @@ def _suffix_products(values: Sequence[int]) -> list[int]:
     return out
 
 
-@functools.lru_cache(maxsize=512)
+@plan_cache
 def _plan(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],

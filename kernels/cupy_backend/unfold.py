@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Literal
 
 import numpy as np
 
 from ..geometry import Window
-from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct
+from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct, plan_cache
 from ._patches import patch_plan, slab_plan
 
 __all__ = ["PATHS", "unfold", "unfold_on"]
@@ -20,7 +19,7 @@ PATHS: tuple[Path, ...] = ("slabs", "patches", "chunks")
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
 
 
-@functools.lru_cache(maxsize=512)
+@plan_cache
 def _plan(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],
