@@ -1,4 +1,4 @@
-"""AVERAGE_POOLING on the GPU: launcher of `kernels/cuda/average_pooling.cu`."""
+"""AVERAGE_POOLING on the GPU: launcher of `kernels/cuda/average_pooling*.cu`."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def _strip_plan(
     p["run_planes"] = run_planes
     groups = BLOCK // lanes
     return launch(
-        "average_pooling_strip.cu",
+        "average_pooling_bands.cu" if bands else "average_pooling_strip.cu",
         f"pool_{path}" if bands else "pool_strip",
         dtype,
         *(k3[1:] if bands else k3),
