@@ -13,7 +13,8 @@
 // packed) and converted to float only in the sums. A lane's loads are one branch-free run of
 // predicated 16-byte loads where its span is aligned and inside the row, so none waits for
 // another (in pool_bands a FLOAT16 row's conversion waits for its load before the next row's
-// load issues), and packed FLOAT16 rows take half the registers.
+// load issues), and packed FLOAT16 rows take half the registers. With IncludePadding true the
+// one divisor's reciprocal is formed once per lane, not once per output.
 #include "average_pooling_strip.cuh"
 
 namespace dml {
@@ -136,6 +137,17 @@ __device__ __forceinline__ void band(const T* __restrict__ x, T* __restrict__ y,
     float ps[TY][V];
     strip_plane_sums<TY, KH, SH, RY, V>(rows, lane, ps);
     if (!valid || ox0 >= OW) return;
+    if constexpr (PACKED) {
+        if (p.include_padding) {  // every output's divisor is taps: one reciprocal
+            const float scale = __fdividef(1.0f, p.taps);
+#pragma unroll
+            for (int t = 0; t < TY; ++t) {
+                const int oy = oy0 + t;
+                if (oy < OH) strip_store_scaled<T>(y + (((long long)it.nc * OH + oy) * OW + ox0), ps[t], scale, ox0, OW);
+            }
+            return;
+        }
+    }
 #pragma unroll
     for (int t = 0; t < TY; ++t) {
         const int oy = oy0 + t;

@@ -135,14 +135,9 @@ __device__ __forceinline__ void strip_plane_sums(const Row (&rows)[RY], int lane
     }
 }
 
-// Writes a lane's V outputs of one output row: `sum` over `div_d * div_h * div_w[v]`
-// (16-byte stores where the row allows).
+// Writes a lane's V outputs of one output row (16-byte stores where the row allows).
 template <typename T, int V>
-__device__ __forceinline__ void strip_store(T* dst, const float (&sum)[V], float div_dh, const float (&div_w)[V],
-                                            int ox0, int OW) {
-    alignas(16) T r[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) r[v] = from_float<T>(__fdividef(sum[v], div_dh * div_w[v]));
+__device__ __forceinline__ void strip_write(T* dst, const T (&r)[V], int ox0, int OW) {
     if (ox0 + V <= OW && ((unsigned long long)dst & 15) == 0) {
         *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(r);
     } else {
@@ -151,6 +146,27 @@ __device__ __forceinline__ void strip_store(T* dst, const float (&sum)[V], float
             if (ox0 + v < OW) dst[v] = r[v];
         }
     }
+}
+
+// Writes a lane's V outputs of one output row: `sum` over `div_d * div_h * div_w[v]`.
+template <typename T, int V>
+__device__ __forceinline__ void strip_store(T* dst, const float (&sum)[V], float div_dh, const float (&div_w)[V],
+                                            int ox0, int OW) {
+    alignas(16) T r[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) r[v] = from_float<T>(__fdividef(sum[v], div_dh * div_w[v]));
+    strip_write<T, V>(dst, r, ox0, OW);
+}
+
+// strip_store for a divisor `d` shared by every output, given as `scale` = __fdividef(1, d):
+// `sum * scale` is __fdividef(sum, d) bit for bit (both are sum times the approximate
+// reciprocal of d, for 1 <= d < 2^126), without a reciprocal per output.
+template <typename T, int V>
+__device__ __forceinline__ void strip_store_scaled(T* dst, const float (&sum)[V], float scale, int ox0, int OW) {
+    alignas(16) T r[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) r[v] = from_float<T>(sum[v] * scale);
+    strip_write<T, V>(dst, r, ox0, OW);
 }
 
 }  // namespace dml
