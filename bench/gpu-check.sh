@@ -63,7 +63,7 @@ if has memcheck; then
   memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles))"
   memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_fold and test_strided_inputs and float32) or (test_unrolled_2d_windows and float32)"
-  memcheck_k+=" or (test_average_pooling and float32 and (bands or strip or rows))"
+  memcheck_k+=" or (test_average_pooling and (float32 and (bands or strip or rows) or packed))"
   memcheck_k+=" or (signedness_and_zero_points and auto) or (depthwise_zero_points and channel)"
   memcheck_k+=" or (signedness_and_zero_points and mma_sync and channel)"
   memcheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 48-3-3)"

@@ -1,6 +1,7 @@
 // AVERAGE_POOLING, the sliding-window kernel for small windows (1..3 per axis, unit
 // dilations); the launcher (kernels/cupy_backend/average_pooling.py) picks it for overlapping
-// windows, or the kernels of average_pooling.cu.
+// 1-D and 3-D windows, the band kernels (average_pooling_bands.cu) for 2-D ones, or the
+// kernels of average_pooling.cu.
 //
 // pool_strip: a group of G lanes owns a span of G*V output columns (V = one 16-byte vector of
 // outputs per lane), TY output rows, and walks the outermost axis D through a run of output
@@ -10,163 +11,11 @@
 // been read, the output plane is the ring's sum. Every input element is read from global
 // memory about once (the H halo of the TY rows and the D halo of the runs are re-reads).
 //
-// pool_bands: the same groups without the walk, for 1-D and 2-D pools: a group owns TY output
-// rows (a band) of G*V columns, issues the loads of all the band's input rows before the first
-// sum and writes the band. Neighbouring bands re-read the rows they share, from L2 (a plane's
-// bands are neighbouring groups of the same or the next CTA); in exchange every group has a
-// band's loads in flight at once, the grid is many short CTAs (no wave tail), and nothing is
-// carried from row to row.
-#include "average_pooling_common.cuh"
+// The pieces shared with the band kernels (average_pooling_bands.cu) are in
+// average_pooling_strip.cuh.
+#include "average_pooling_strip.cuh"
 
 namespace dml {
-
-// The W window sums of one input row for a lane's V outputs (pool_strip): `own` holds the
-// lane's SW*V input columns, the halos come from the neighbour lanes (shuffles) or, at the
-// ends of the group's span, from `edge` (loaded by the first and last lane).
-template <int V, int KW, int SW, int PW, int G>
-struct StripRow {
-    static constexpr int OWN = SW * V;
-    static constexpr int HL = PW;
-    static constexpr int HR = KW - PW - SW > 0 ? KW - PW - SW : 0;
-    static constexpr int EDGE = HL + HR > 0 ? HL + HR : 1;
-    float own[OWN];
-    float edge[EDGE];
-
-    __device__ __forceinline__ void sums(int lane, float (&hs)[V]) const {
-        float win[HL + OWN + HR];
-#pragma unroll
-        for (int e = 0; e < OWN; ++e) win[HL + e] = own[e];
-#pragma unroll
-        for (int h = 0; h < HL; ++h) {
-            const float v = __shfl_up_sync(0xffffffffu, own[OWN - HL + h], 1, G);
-            win[h] = lane == 0 ? edge[h] : v;
-        }
-#pragma unroll
-        for (int h = 0; h < HR; ++h) {
-            const float v = __shfl_down_sync(0xffffffffu, own[h], 1, G);
-            win[HL + OWN + h] = lane == G - 1 ? edge[HL + h] : v;
-        }
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-            float s = 0.0f;
-#pragma unroll
-            for (int k = 0; k < KW; ++k) s += win[HL + v * SW - PW + k];
-            hs[v] = s;
-        }
-    }
-};
-
-template <typename T, int V, int KW, int SW, int PW, int G>
-__device__ __forceinline__ void strip_load(StripRow<V, KW, SW, PW, G>& r, const T* row, bool in, int ix0,
-                                           int lane, int size_w, long long xs_w) {
-    typedef StripRow<V, KW, SW, PW, G> Row;
-    if (in && xs_w == 1 && ix0 + Row::OWN <= size_w && ((unsigned long long)(row + ix0) & 15) == 0) {
-#pragma unroll
-        for (int b = 0; b < SW; ++b) {
-            const uint4 w = __ldg(reinterpret_cast<const uint4*>(row + ix0) + b);
-            const T* e = reinterpret_cast<const T*>(&w);
-#pragma unroll
-            for (int i = 0; i < V; ++i) r.own[b * V + i] = to_float(e[i]);
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < Row::OWN; ++e) {
-            const int col = ix0 + e;
-            r.own[e] = in && col < size_w ? to_float(__ldg(row + (long long)col * xs_w)) : 0.0f;
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < Row::EDGE; ++h) r.edge[h] = 0.0f;
-    if (lane == 0) {
-#pragma unroll
-        for (int h = 0; h < Row::HL; ++h) {
-            const int col = ix0 - Row::HL + h;
-            if (in && col >= 0 && col < size_w) r.edge[h] = to_float(__ldg(row + (long long)col * xs_w));
-        }
-    }
-    if (lane == G - 1) {
-#pragma unroll
-        for (int h = 0; h < Row::HR; ++h) {
-            const int col = ix0 + Row::OWN + h;
-            if (in && col < size_w) r.edge[Row::HL + h] = to_float(__ldg(row + (long long)col * xs_w));
-        }
-    }
-}
-
-// A group's work item: (plane nc, D run, H tile, W span), the W span fastest.
-struct StripItem {
-    unsigned nc;
-    int run, tile, span;
-};
-
-__device__ __forceinline__ StripItem strip_item(const PoolParams& p, long long item, bool valid) {
-    StripItem it;
-    unsigned rest = valid ? (unsigned)item : 0u, q;
-    q = fast_div(rest, p.strip_div[2]);
-    it.span = (int)(rest - q * p.strip_div[2].d);
-    rest = q;
-    q = fast_div(rest, p.strip_div[1]);
-    it.tile = (int)(rest - q * p.strip_div[1].d);
-    rest = q;
-    q = fast_div(rest, p.strip_div[0]);
-    it.run = (int)(rest - q * p.strip_div[0].d);
-    it.nc = q;
-    return it;
-}
-
-// The H and W parts of the divisor (IncludePadding false; 1 with IncludePadding true).
-template <int TY, int V, int KH, int KW, int SH, int SW, int PW>
-__device__ __forceinline__ void strip_divisors(const PoolParams& p, int oy0, int ox0, float (&div_h)[TY],
-                                               float (&div_w)[V]) {
-#pragma unroll
-    for (int t = 0; t < TY; ++t) {
-        div_h[t] = p.include_padding ? 1.0f : (float)valid_taps(oy0 + t, SH, p.pad_lo[1], 1, KH, p.size[1]);
-    }
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-        div_w[v] = p.include_padding ? 1.0f : (float)valid_taps(ox0 + v, SW, PW, 1, KW, p.size[2]);
-    }
-}
-
-// The window sums (H and W) of TY output rows from the RY input rows of one plane.
-template <int TY, int KH, int SH, int RY, int V, int KW, int SW, int PW, int G>
-__device__ __forceinline__ void strip_plane_sums(const StripRow<V, KW, SW, PW, G> (&rows)[RY], int lane,
-                                                 float (&ps)[TY][V]) {
-#pragma unroll
-    for (int t = 0; t < TY; ++t)
-#pragma unroll
-        for (int v = 0; v < V; ++v) ps[t][v] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < RY; ++r) {
-        float hs[V];
-        rows[r].sums(lane, hs);
-#pragma unroll
-        for (int t = 0; t < TY; ++t) {
-            if (t * SH <= r && r < t * SH + KH) {
-#pragma unroll
-                for (int v = 0; v < V; ++v) ps[t][v] += hs[v];
-            }
-        }
-    }
-}
-
-// Writes a lane's V outputs of one output row: `sum` over `div_d * div_h * div_w[v]`
-// (16-byte stores where the row allows).
-template <typename T, int V>
-__device__ __forceinline__ void strip_store(T* dst, const float (&sum)[V], float div_dh, const float (&div_w)[V],
-                                            int ox0, int OW) {
-    alignas(16) T r[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) r[v] = from_float<T>(__fdividef(sum[v], div_dh * div_w[v]));
-    if (ox0 + V <= OW && ((unsigned long long)dst & 15) == 0) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(r);
-    } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-            if (ox0 + v < OW) dst[v] = r[v];
-        }
-    }
-}
 
 template <typename T, int KD, int KH, int KW, int SH, int SW, int PW, int TY, int G>
 __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
@@ -232,7 +81,7 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
     for (int s = 0; s < warp_steps; ++s) {
         if constexpr (PREFETCH) load(next, s + 1);
         float ps[TY][V];
-        strip_plane_sums<TY, KH, SH>(cur, lane, ps);
+        strip_plane_sums<TY, KH, SH, RY, V>(cur, lane, ps);
 #pragma unroll
         for (int k = 0; k + 1 < KD; ++k)
 #pragma unroll
@@ -276,50 +125,6 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
     }
 }
 
-
-// Kernel axes as pool_strip's with a unit D axis (1-D and 2-D pools): item -> (plane, band, span).
-template <typename T, int KH, int KW, int SH, int SW, int PW, int TY, int G>
-__global__ void __launch_bounds__(256) pool_bands(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
-    constexpr int V = 16 / (int)sizeof(T);
-    constexpr int RY = (TY - 1) * SH + KH;
-    typedef StripRow<V, KW, SW, PW, G> Row;
-    const int lane = (int)threadIdx.x & (G - 1);
-    const long long item = (long long)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
-    // Groups past the end still run (the W halo shuffles span the warp) but load nothing.
-    const bool valid = item < p.total;
-    const StripItem it = strip_item(p, item, valid);
-    const unsigned n = fast_div(it.nc, p.channel_div);
-    const unsigned c = it.nc - n * p.channel_div.d;
-    const T* plane = x + ((long long)n * p.x_stride_n + (long long)c * p.x_stride_c);
-
-    const int OH = p.out[1], OW = p.out[2];
-    const int ox0 = (it.span * G + lane) * V;
-    const int ix0 = ox0 * SW;
-    const int oy0 = it.tile * TY;
-    const int iy0 = oy0 * SH - p.pad_lo[1];
-    const long long xs_h = p.x_stride[1], xs_w = p.x_stride[2];
-    const int IH = p.size[1], IW = p.size[2];
-
-    Row rows[RY];
-#pragma unroll
-    for (int r = 0; r < RY; ++r) {
-        const int yy = iy0 + r;
-        const bool in = valid && (unsigned)yy < (unsigned)IH;
-        strip_load<T>(rows[r], plane + (long long)yy * xs_h, in, ix0, lane, IW, xs_w);
-    }
-    float div_h[TY], div_w[V];
-    strip_divisors<TY, V, KH, KW, SH, SW, PW>(p, oy0, ox0, div_h, div_w);
-    const float div_d = p.include_padding ? p.taps : 1.0f;
-    float ps[TY][V];
-    strip_plane_sums<TY, KH, SH>(rows, lane, ps);
-    if (!valid || ox0 >= OW) return;
-#pragma unroll
-    for (int t = 0; t < TY; ++t) {
-        const int oy = oy0 + t;
-        if (oy < OH) strip_store<T>(y + (((long long)it.nc * OH + oy) * OW + ox0), ps[t], div_d * div_h[t], div_w, ox0, OW);
-    }
-}
-
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -332,10 +137,4 @@ DML_POOL_STRIP(float, 3, 3, 3, 2, 2, 1, 2, 8)
 DML_POOL_STRIP(float, 3, 1, 3, 1, 2, 1, 1, 32)
 DML_POOL_STRIP(__half, 2, 2, 1, 2, 1, 0, 4, 4)
 DML_POOL_STRIP(float, 1, 1, 2, 1, 1, 1, 1, 2)
-#define DML_POOL_BANDS(T, KH, KW, SH, SW, PW, TY, G) \
-    template __global__ void dml::pool_bands<T, KH, KW, SH, SW, PW, TY, G>(const T*, T*, const dml::PoolParams);
-DML_POOL_BANDS(float, 3, 3, 1, 1, 1, 4, 32)
-DML_POOL_BANDS(__half, 3, 3, 1, 1, 1, 4, 16)
-DML_POOL_BANDS(float, 3, 3, 2, 2, 1, 2, 16)
-DML_POOL_BANDS(float, 1, 2, 1, 1, 1, 1, 2)
 #endif

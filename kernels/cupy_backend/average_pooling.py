@@ -1,4 +1,4 @@
-"""AVERAGE_POOLING on the GPU: launcher of `kernels/cuda/average_pooling.cu`."""
+"""AVERAGE_POOLING on the GPU: launcher of `kernels/cuda/average_pooling*.cu`."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from ._common import (
 
 __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 
-Path = Literal["bands", "strip", "rows", "tiled", "direct"]
-PATHS: tuple[Path, ...] = ("bands", "strip", "rows", "tiled", "direct")
+Path = Literal["packed", "bands", "strip", "rows", "tiled", "direct"]
+PATHS: tuple[Path, ...] = ("packed", "bands", "strip", "rows", "tiled", "direct")
 
 PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
 # The same bytes as one opaque field: CuPy copies a structured kernel argument field by field
@@ -126,15 +126,15 @@ def _strip_plan(
     window: Window,
     out3: list[int],
     p: np.ndarray,
-    bands: bool,
+    path: Literal["packed", "bands", "strip"],
 ) -> Launch | None:
     """pool_strip over the 3-D form: 2-D pools walk H (the D axis of the kernel) with unit
-    rows, 1-D pools have unit D and H. With ``bands``, 1-D and 2-D pools go to pool_bands
-    instead: unit D, bands of rows down H, no walk (3-D pools keep pool_strip, which already
-    reads bands of rows at each step of its walk)."""
+    rows, 1-D pools have unit D and H. With ``path`` "bands" or "packed", 1-D and 2-D pools go
+    to pool_bands or pool_packed instead: unit D, bands of rows down H, no walk (3-D pools keep
+    pool_strip, which already reads bands of rows at each step of its walk)."""
     n, c, *sizes = shape
     dims = len(sizes)
-    bands = bands and dims < 3
+    bands = path != "strip" and dims < 3
     # kernel axes (D, H, W) <- pool axes
     two_d = (None, 0, 1) if bands else (0, None, 1)
     axes = {1: (None, None, 0), 2: two_d, 3: (0, 1, 2)}[dims]
@@ -171,8 +171,8 @@ def _strip_plan(
     p["run_planes"] = run_planes
     groups = BLOCK // lanes
     return launch(
-        "average_pooling_strip.cu",
-        "pool_bands" if bands else "pool_strip",
+        "average_pooling_bands.cu" if bands else "average_pooling_strip.cu",
+        f"pool_{path}" if bands else "pool_strip",
         dtype,
         *(k3[1:] if bands else k3),
         s3[1],
@@ -208,10 +208,11 @@ def _choose(
 ) -> Plan:
     """The kernel and its parameters for one call geometry.
 
-    ``path`` forces a kernel where it applies (tests run every case through each; "strip" and
-    "bands" fall back to the others' choice where they do not); None chooses pool_bands for
-    overlapping small 2-D windows, pool_strip for 3-D ones and 1-D ones that re-read much,
-    pool_rows where windows re-read little, else pool_tiled, else pool_direct.
+    ``path`` forces a kernel where it applies (tests run every case through each; "strip",
+    "bands" and "packed" fall back to the others' choice where they do not); None chooses
+    pool_packed (FLOAT16) or pool_bands (FLOAT32) for overlapping small 2-D windows,
+    pool_strip for 3-D ones and 1-D ones that re-read much, pool_rows where windows re-read
+    little, else pool_tiled, else pool_direct.
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -236,20 +237,21 @@ def _choose(
     # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %). 2-D overlapping
     # windows go to the bands (every load of a band in flight at once, as in the 3-D walk's
     # steps, where the 2-D walk had one row's): chosen by prediction, the benchmark times the
-    # bands beside the walk and pool_rows.
+    # bands beside the walk and pool_rows. FLOAT16 takes pool_packed (the same bands, every
+    # load of a band issued before any conversion; pool_bands waits on each FLOAT16 row's load
+    # before issuing the next): chosen by prediction, timed beside pool_bands.
     overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
     few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
     strip_fits = _strip_axes(window)
     if path is None and overlapping and strip_fits:
         if dims == 2:
-            path = "bands"
+            path = "packed" if dtype.itemsize == 2 else "bands"
         elif dims == 3 or not few_reads:
             path = "strip"
-    if path in ("strip", "bands"):
+    if path in ("strip", "bands", "packed"):
         if (
             strip_fits
-            and (kernel := _strip_plan(shape, xs, dtype, window, out3, p, path == "bands"))
-            is not None
+            and (kernel := _strip_plan(shape, xs, dtype, window, out3, p, path)) is not None
         ):
             return Plan(out_shape, kernel, p)
         path = None

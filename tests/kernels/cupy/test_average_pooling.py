@@ -20,7 +20,7 @@ from ._support import LAYOUTS, check, float_rtol, launcher, random_array
 
 pytestmark = pytest.mark.gpu
 
-PATHS = [None, "bands", "strip", "rows", "tiled", "direct"]
+PATHS = [None, "packed", "bands", "strip", "rows", "tiled", "direct"]
 
 # (spatial sizes, window, strides, dilations, start, end)
 CASES = [
@@ -67,21 +67,22 @@ def test_average_pooling(dtype: Any, include_padding: bool, layout: str, path: A
         check(_pool(path), reference.average_pooling, host, layout, args, float_rtol(dtype))
 
 
-@pytest.mark.parametrize("path", ["strip", "bands"])
+@pytest.mark.parametrize("path", ["strip", "bands", "packed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=str)
 @pytest.mark.parametrize("include_padding", [True, False])
-def test_strip_runs_down_long_planes(include_padding: bool, path: str) -> None:
+def test_strip_runs_down_long_planes(include_padding: bool, dtype: Any, path: str) -> None:
     """Enough planes that the strip kernel splits the walk into runs of several planes (and
-    the bands kernel has many bands per plane)."""
+    the band kernels have many bands per plane, rows of whole 16-byte vectors)."""
     rng = np.random.default_rng(32)
     for sizes, window, strides, pads in [
         ((64, 64), (3, 3), (1, 1), (1, 1)),
         ((61, 56), (3, 3), (2, 2), (1, 1)),
         ((24, 16, 32), (3, 3, 3), (1, 1, 1), (1, 1, 1)),
     ]:
-        host = random_array((8, 64, *sizes), np.float32, rng)
+        host = random_array((8, 64, *sizes), dtype, rng)
         dims = len(sizes)
         args = (Window(window, strides, (1,) * dims, pads, pads), include_padding)
-        check(_pool(path), reference.average_pooling, host, "contiguous", args, 1e-5)
+        check(_pool(path), reference.average_pooling, host, "contiguous", args, float_rtol(dtype))
 
 
 def test_needs_64_bit_indexing() -> None:
