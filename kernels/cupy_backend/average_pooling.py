@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -21,6 +20,7 @@ from ._common import (
     index_type,
     launch,
     param_struct,
+    plan_cache,
     sm_count,
 )
 
@@ -30,9 +30,6 @@ Path = Literal["packed", "bands", "strip", "rows", "tiled", "direct"]
 PATHS: tuple[Path, ...] = ("packed", "bands", "strip", "rows", "tiled", "direct")
 
 PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
-# The same bytes as one opaque field: CuPy copies a structured kernel argument field by field
-# (CuPy 14.2: 6.9 us per launch for the 26 fields of PARAMS, 1.2 us as one field).
-PARAMS_BYTES = np.dtype([("bytes", np.dtype((np.void, PARAMS.itemsize)))])
 
 # Window sizes compiled as template constants (others are read at run time).
 SPECIALISED_WINDOWS = (1, 2, 3)
@@ -184,21 +181,8 @@ def _strip_plan(
     )
 
 
-@functools.lru_cache(maxsize=512)
+@plan_cache
 def _plan(
-    shape: tuple[int, ...],
-    byte_strides: tuple[int, ...],
-    dtype: np.dtype,
-    window: Window,
-    include_padding: bool,
-    path: Path | None = None,
-) -> Plan:
-    """Everything but the data, once per geometry: a call then only allocates and launches."""
-    plan = _choose(shape, byte_strides, dtype, window, include_padding, path)
-    return plan._replace(params=plan.params.view(PARAMS_BYTES))
-
-
-def _choose(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],
     dtype: np.dtype,
@@ -206,7 +190,7 @@ def _choose(
     include_padding: bool,
     path: Path | None,
 ) -> Plan:
-    """The kernel and its parameters for one call geometry.
+    """Everything but the data, once per geometry: a call then only allocates and launches.
 
     ``path`` forces a kernel where it applies (tests run every case through each; "strip",
     "bands" and "packed" fall back to the others' choice where they do not); None chooses
