@@ -3,14 +3,7 @@
 //
 // The output is a set of rows (its innermost dim, after the host collapsed unpadded contiguous
 // dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
-// stores (common.cuh, chunk_span). Three kernels:
-//
-// pad_rows: G lanes (a power of two up to a warp) per output row. The group decodes and
-// mirrors the row's outer coordinates once, copies its source row into shared memory with
-// aligned 16-byte loads, then builds each output chunk from shared memory: interior chunks as
-// one shifted 16-byte read, border elements through the mirror map. Narrow types get several
-// rows per warp and no per-element global loads. Needs a unit inner stride and a source row
-// that fits the group's shared-memory slot.
+// stores (common.cuh, chunk_span). Two kernels:
 //
 // pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
 // from global memory (any strides, any row length).
@@ -43,8 +36,7 @@ struct PadParams {
     int mode;
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
-    int row_bytes;             // pad_rows, pad_tiles: bytes of one row's shared-memory slot
-    int chunks;                // chunks per output row
+    int row_bytes;             // pad_tiles: bytes of one row's shared-memory slot
     int tile;                  // pad_tiles: output elements per CTA (a multiple of 16 bytes)
     int lead;                  // pad_tiles: slot byte of the source row's first 16-byte block
     int max_rows;              // pad_tiles: slots per CTA (the most rows a tile touches)
@@ -166,90 +158,6 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
         }
     }
     store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
-}
-
-// One group of G lanes per output row (p.total_chunks holds the number of rows here).
-// Shared memory per group: p.row_bytes, the source row copied block by block so that slot
-// byte 16 + phase holds the row's first byte (phase = its address modulo 16), with 16 bytes
-// of slack on both sides for the shifted 16-byte reads.
-template <int BYTES, int R, typename IDX, int MODE, int G>
-__global__ void __launch_bounds__(256)
-pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
-         const PadParams p) {
-    typedef typename Bits<BYTES>::type T;
-    const int V = Chunk<BYTES>::N;
-    const int lane = (int)threadIdx.x & (G - 1);
-    const int group = (int)threadIdx.x / G;
-    unsigned char* slot = dynamic_smem<unsigned char>() + group * p.row_bytes;
-    const IDX row = (IDX)blockIdx.x * (IDX)(blockDim.x / G) + (IDX)group;
-    const bool live = row < (IDX)p.total_chunks;
-    const int width = p.out_size[R - 1];
-    const int n = p.in_size[R - 1];
-    const int lo = p.pad_lo[R - 1];
-
-    bool fill = true;
-    int phase = 0;
-    if (live) {
-        const IDX src = pad_source_row<R, IDX>(p, row, fill);
-        if (!fill) {
-            const unsigned long long a = (unsigned long long)(x + src);
-            const unsigned long long a0 = a & ~15ull;
-            const unsigned long long a1 = a + (unsigned long long)n * BYTES;
-            phase = (int)(a - a0);
-            const int blocks = (int)((a1 + 15 - a0) >> 4);
-            for (int b = lane; b < blocks; b += G) {
-                const unsigned long long ba = a0 + 16ull * (unsigned long long)b;
-                unsigned char* dst = slot + 16 + 16 * b;
-                if (ba >= a && ba + 16 <= a1) {
-                    *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(ba));
-                } else {
-                    // The row's first or last block: only the row's own elements.
-#pragma unroll
-                    for (int e = 0; e < V; ++e) {
-                        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
-                        if (ea >= a && ea < a1) {
-                            reinterpret_cast<T*>(dst)[e] = __ldg(reinterpret_cast<const T*>(ea));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    __syncwarp();
-    if (!live) return;
-
-    const T value = (T)p.value;
-    const unsigned char* row0 = slot + 16 + phase;
-    const T* srow = reinterpret_cast<const T*>(row0);
-    const IDX row_start = row * (IDX)width;
-    for (int ch = lane; ch < p.chunks; ch += G) {
-        const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, (IDX)ch, width);
-        if (span.first >= span.end) continue;
-        const int c0 = span.c0;
-        Chunk<BYTES> c;
-        if (fill) {
-#pragma unroll
-            for (int i = 0; i < V; ++i) c.e[i] = value;
-        } else if (span.first == 0 && span.end == V && c0 >= lo && c0 + V <= lo + n) {
-            c.v = shared_load16(row0 + (c0 - lo) * BYTES);
-        } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-                if (i >= span.first && i < span.end) {
-                    int j = c0 + i - lo;
-                    if ((unsigned)j >= (unsigned)n) {
-                        if (MODE == PAD_CONSTANT) {
-                            c.e[i] = value;
-                            continue;
-                        }
-                        j = pad_source_inner(j, n, MODE, p);
-                    }
-                    c.e[i] = srow[j];
-                }
-            }
-        }
-        store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
-    }
 }
 
 // 16 bytes at byte `off` (any alignment, >= 0) of the block's shared memory: the aligned
@@ -418,11 +326,6 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-template __global__ void dml::pad_rows<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
-template __global__ void dml::pad_rows<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
-template __global__ void dml::pad_rows<4, 2, long long, 3, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
-template __global__ void dml::pad_rows<8, 1, int, 4, 1>(const unsigned long long*, unsigned long long*, const dml::PadParams);
-template __global__ void dml::pad_rows<1, 8, int, 1, 2>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_tiles<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_tiles<1, 3, int, 1, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_tiles<2, 3, int, 0, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
