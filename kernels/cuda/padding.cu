@@ -31,8 +31,8 @@ struct PadParams {
     int pad_lo[8];
     FastDivmod out_div[8];     // division by out_size[d] (outer dims)
     FastDivmod chunk_div;      // division by chunks per row
-    FastDivmod period_div;     // division by the inner dim's mirror period (periodic maps)
-    int period_offset;         // a multiple of that period above the inner dim's start pad
+    FastDivmod period_div[8];  // division by each dim's mirror period (periodic maps)
+    int period_offset[8];      // a multiple of that period at or above the dim's start pad
     int mode;
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
@@ -43,41 +43,22 @@ struct PadParams {
     FastDivmod border_div;     // pad_tiles: division by the inner dim's pad (lo + hi, or 1)
 };
 
-// The source index of position j (outside [0, n)) of an axis of size n (SEMANTICS.md §4).
-// The closed forms hold while every pad is within one fold; `periodic` selects the
-// modular forms otherwise. REFLECTION of a size-1 axis repeats the element.
-__device__ __forceinline__ int pad_source(int j, int n, int mode, int periodic) {
+// The source index of position j (outside [0, n)) of dim d (SEMANTICS.md §4). The closed
+// forms hold while every pad is within one fold; `periodic` selects the modular forms
+// otherwise, the modulo a multiply-high division (j + period_offset >= 0 always). REFLECTION
+// of a size-1 axis repeats the element.
+__device__ __forceinline__ int pad_source(int j, int d, int mode, const PadParams& p) {
+    const int n = p.in_size[d];
     if (mode == PAD_EDGE) return j < 0 ? 0 : n - 1;
-    if (mode == PAD_WRAP) {
-        if (!periodic) return j < 0 ? j + n : j - n;
-        int r = j % n;
-        return r < 0 ? r + n : r;
+    if (mode == PAD_REFLECTION && n == 1) return 0;
+    if (!p.periodic) {
+        if (mode == PAD_WRAP) return j < 0 ? j + n : j - n;
+        if (mode == PAD_REFLECTION) return j < 0 ? -j : 2 * (n - 1) - j;
+        return j < 0 ? -1 - j : 2 * n - 1 - j;  // PAD_SYMMETRIC
     }
-    if (mode == PAD_REFLECTION) {
-        if (n == 1) return 0;
-        if (!periodic) return j < 0 ? -j : 2 * (n - 1) - j;
-        const int period = 2 * (n - 1);
-        int r = j % period;
-        if (r < 0) r += period;
-        return r < n ? r : period - r;
-    }
-    // PAD_SYMMETRIC
-    if (!periodic) return j < 0 ? -1 - j : 2 * n - 1 - j;
-    const int period = 2 * n;
-    int r = j % period;
-    if (r < 0) r += period;
-    return r < n ? r : period - 1 - r;
-}
-
-// pad_source for the inner dim, with the periodic maps' modulo as a multiply-high division
-// (j + period_offset >= 0 always).
-__device__ __forceinline__ int pad_source_inner(int j, int n, int mode, const PadParams& p) {
-    if (!p.periodic || mode == PAD_EDGE || (mode == PAD_REFLECTION && n == 1)) {
-        return pad_source(j, n, mode, 0);
-    }
-    const unsigned u = (unsigned)(j + p.period_offset);
-    const int period = (int)p.period_div.d;
-    const int r = (int)(u - fast_div(u, p.period_div) * (unsigned)period);
+    const unsigned u = (unsigned)(j + p.period_offset[d]);
+    const int period = (int)p.period_div[d].d;
+    const int r = (int)(u - fast_div(u, p.period_div[d]) * (unsigned)period);
     if (mode == PAD_WRAP) return r;
     if (mode == PAD_REFLECTION) return r < n ? r : period - r;
     return r < n ? r : period - 1 - r;  // PAD_SYMMETRIC
@@ -106,7 +87,7 @@ __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool&
                 fill = true;
                 j = 0;
             } else {
-                j = pad_source(j, p.in_size[d], p.mode, p.periodic);
+                j = pad_source(j, d, p.mode, p);
             }
         }
         src += (IDX)j * (IDX)p.in_stride[d];
@@ -151,7 +132,7 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
                         c.e[i] = value;
                         continue;
                     }
-                    j = pad_source_inner(j, n, p.mode, p);
+                    j = pad_source(j, R - 1, p.mode, p);
                 }
                 c.e[i] = __ldg(x + (src + (IDX)j * step));
             }
@@ -214,6 +195,9 @@ __device__ __forceinline__ uint4 tile_block(const TileRow& t, int b, unsigned lo
 
 // pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
 const int TILE_THREADS = 256;
+// pad_tiles' rows a lane group loads per turn: enough that the benchmark's tiles (up to
+// 37 int8 rows with 16 lanes a row, 19 fp16 rows with 32) take a single turn.
+const int TILE_ROWS = 3;
 
 // One CTA per tile of p.tile output elements (p.total_chunks holds the output's element
 // count here). The tile's bytes start 16-byte aligned, so all of its stores but the tensor's
@@ -248,8 +232,9 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     unsigned char* smem = dynamic_smem<unsigned char>();
     int* image = reinterpret_cast<int*>(smem + p.max_rows * p.row_bytes);
 
-    // Two rows a turn, both rows' loads issued before either is stored (a lane has one block
-    // of a row unless the row is longer than G blocks).
+    // TILE_ROWS rows a turn, all their loads issued before any is stored: a tile's rows then
+    // take one turn, one load latency (a lane has one block of a row unless the row is longer
+    // than G blocks, which only G == 32 allows).
     const int lane = (int)threadIdx.x & (G - 1);
     const int step = TILE_THREADS / G;
     const unsigned long long xb = (unsigned long long)x;
@@ -257,27 +242,35 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     Chunk<BYTES> fill;
 #pragma unroll
     for (int e = 0; e < V; ++e) fill.e[e] = value;
-    for (int i = (int)threadIdx.x / G; i < rows; i += 2 * step) {
-        const int j = i + step;
-        const bool two = j < rows;
-        const TileRow r0 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
-        const TileRow r1 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)(two ? j : i));
-        uint4 v0 = fill.v, v1 = fill.v;
-        if (lane < r0.blocks) v0 = tile_block<BYTES>(r0, lane, xb, xe, fill.v);
-        if (two && lane < r1.blocks) v1 = tile_block<BYTES>(r1, lane, xb, xe, fill.v);
-        unsigned char* s0 = smem + i * p.row_bytes + p.lead;
-        unsigned char* s1 = smem + j * p.row_bytes + p.lead;
-        if (lane < r0.blocks) *reinterpret_cast<uint4*>(s0 + 16 * lane) = v0;
-        if (two && lane < r1.blocks) *reinterpret_cast<uint4*>(s1 + 16 * lane) = v1;
-        for (int b = lane + G; b < r0.blocks; b += G) {
-            *reinterpret_cast<uint4*>(s0 + 16 * b) = tile_block<BYTES>(r0, b, xb, xe, fill.v);
+    bool longer = false;  // some row of this lane group has more than G blocks
+    for (int i = (int)threadIdx.x / G; i < rows; i += TILE_ROWS * step) {
+        uint4 v[TILE_ROWS];
+        int blocks[TILE_ROWS];
+#pragma unroll
+        for (int k = 0; k < TILE_ROWS; ++k) {
+            const int r = i + k * step;
+            blocks[k] = 0;
+            if (r < rows) {
+                const TileRow t = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)r);
+                blocks[k] = t.blocks;
+                if (lane < t.blocks) v[k] = tile_block<BYTES>(t, lane, xb, xe, fill.v);
+                if (lane == 0) image[r] = r * p.row_bytes + p.lead + (int)(t.a & 15) - lo * BYTES;
+            }
         }
-        for (int b = lane + G; two && b < r1.blocks; b += G) {
-            *reinterpret_cast<uint4*>(s1 + 16 * b) = tile_block<BYTES>(r1, b, xb, xe, fill.v);
+#pragma unroll
+        for (int k = 0; k < TILE_ROWS; ++k) {
+            unsigned char* slot = smem + (i + k * step) * p.row_bytes + p.lead;
+            if (lane < blocks[k]) *reinterpret_cast<uint4*>(slot + 16 * lane) = v[k];
+            longer = longer || blocks[k] > G;
         }
-        if (lane == 0) {
-            image[i] = i * p.row_bytes + p.lead + (int)(r0.a & 15) - lo * BYTES;
-            if (two) image[j] = j * p.row_bytes + p.lead + (int)(r1.a & 15) - lo * BYTES;
+    }
+    // Long rows' further blocks in a loop of their own, so that the turns above keep their
+    // loads in registers (the rows of a tensor differ by at most one block).
+    for (int i = (int)threadIdx.x / G; G == 32 && longer && i < rows; i += step) {
+        unsigned char* slot = smem + i * p.row_bytes + p.lead;
+        const TileRow t = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
+        for (int b = lane + G; b < t.blocks; b += G) {
+            *reinterpret_cast<uint4*>(slot + 16 * b) = tile_block<BYTES>(t, b, xb, xe, fill.v);
         }
     }
     __syncthreads();
@@ -290,8 +283,24 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
         const int step = imax(1, (int)fast_div(TILE_THREADS, p.border_div));
         for (int e = (int)threadIdx.x - i0 * border; i0 < step && e < border; e += TILE_THREADS) {
             const int col = e < lo ? e : e + n;
-            const int from = MODE == PAD_CONSTANT ? 0 : lo + pad_source_inner(col - lo, n, MODE, p);
-            for (int i = i0; i < rows; i += step) {
+            const int from = MODE == PAD_CONSTANT ? 0 : lo + pad_source(col - lo, R - 1, MODE, p);
+            // Four rows a turn, their reads before their writes: the reads are interior
+            // elements and the writes border ones, so no order among them matters, and the
+            // turn waits on shared memory twice instead of eight times.
+            int i = i0;
+            for (; i + 3 * step < rows; i += 4 * step) {
+                int at[4];
+                T e4[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) at[k] = image[i + k * step];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    e4[k] = MODE == PAD_CONSTANT ? value : reinterpret_cast<const T*>(smem + at[k])[from];
+                }
+#pragma unroll
+                for (int k = 0; k < 4; ++k) reinterpret_cast<T*>(smem + at[k])[col] = e4[k];
+            }
+            for (; i < rows; i += step) {
                 T* row = reinterpret_cast<T*>(smem + image[i]);
                 row[col] = MODE == PAD_CONSTANT ? value : row[from];
             }

@@ -116,15 +116,15 @@ def _plan(
 
     rank = len(sizes)
     sizes_out = [n + a + b for n, a, b in zip(sizes, lo, hi, strict=True)]
-    period = _period(sizes[-1], mode)
 
     p["in_stride"][:rank] = in_strides
     p["in_size"][:rank] = sizes
     p["out_size"][:rank] = sizes_out
     p["pad_lo"][:rank] = lo
     fill_divisors(p["out_div"], sizes_out)
-    p["period_div"] = fast_divmod(period)
-    p["period_offset"] = period * -(-lo[-1] // period)
+    periods = [_period(n, mode) for n in sizes]
+    fill_divisors(p["period_div"], periods)
+    p["period_offset"][:rank] = [t * -(-a // t) for t, a in zip(periods, lo, strict=True)]
     p["mode"] = PaddingMode(mode).dml_value
     p["periodic"] = int(
         any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
