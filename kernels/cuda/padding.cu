@@ -193,6 +193,27 @@ __device__ __forceinline__ uint4 tile_block(const TileRow& t, int b, unsigned lo
     return c.v;
 }
 
+// pad_tiles' output block at column `rel` of the tile's first row, in row i at column c:
+// `out` holds the shifted read of row i's slot (column 0 at byte image[i]); a block across a
+// row end takes its bytes past the row from the next row's slot.
+template <int BYTES>
+__device__ __forceinline__ void tile_merge(Chunk<BYTES>& out, const int* image, int i, int c,
+                                           int width, int rows) {
+    if (c + Chunk<BYTES>::N > width && i + 1 < rows) {
+        Chunk<BYTES> next;
+        next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
+        // The block's first k bytes (1..15) come from row i: byte masks of the low and high
+        // halves.
+        const int k = (width - c) * BYTES;
+        const unsigned long long keep_lo = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1ull;
+        const unsigned long long keep_hi = k <= 8 ? 0ull : (1ull << (8 * (k - 8))) - 1ull;
+        const unsigned keep[4] = {(unsigned)keep_lo, (unsigned)(keep_lo >> 32), (unsigned)keep_hi,
+                                  (unsigned)(keep_hi >> 32)};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) out.w[w] = (out.w[w] & keep[w]) | (next.w[w] & ~keep[w]);
+    }
+}
+
 // pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
 const int TILE_THREADS = 256;
 // pad_tiles' rows a lane group loads per turn: enough that the benchmark's tiles (up to
@@ -208,8 +229,8 @@ const int TILE_ROWS = 3;
 //     a fill row (CONSTANT, outer coordinate in the padding) gets the value instead;
 //  2. each border element is written from its slot's interior (the mirror map) or
 //     the value, so each slot holds its whole output row;
-//  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read;
-//     a block across a row end merges the two rows' reads.
+//  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read
+//     (tile_merge); a block across a row end merges the two rows' reads.
 // Loads read whole aligned blocks wherever they lie inside the input (bytes of the
 // neighbouring rows are loaded and unused); only the input's first and last block go element
 // by element.
@@ -308,27 +329,28 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     }
     __syncthreads();
 
+    // Two blocks a turn, each step's shared reads of both issued together (the second
+    // block's reads, past the tile, repeat the first's).
     const int blocks = (count + V - 1) / V;
-    for (int m = (int)threadIdx.x; m < blocks; m += TILE_THREADS) {
-        const int rel = ca + m * V;
-        const int i = (int)fast_div((unsigned)rel, p.out_div[R - 1]);
-        const int c = rel - i * width;
-        Chunk<BYTES> out;
-        out.v = smem_load16(image[i] + c * BYTES);
-        if (c + V > width && i + 1 < rows) {
-            Chunk<BYTES> next;
-            next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
-            // The block's first k bytes (1..15) come from row i: byte masks of the low and
-            // high halves.
-            const int k = (width - c) * BYTES;
-            const unsigned long long keep_lo = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1ull;
-            const unsigned long long keep_hi = k <= 8 ? 0ull : (1ull << (8 * (k - 8))) - 1ull;
-            const unsigned keep[4] = {(unsigned)keep_lo, (unsigned)(keep_lo >> 32), (unsigned)keep_hi,
-                                      (unsigned)(keep_hi >> 32)};
-#pragma unroll
-            for (int w = 0; w < 4; ++w) out.w[w] = (out.w[w] & keep[w]) | (next.w[w] & ~keep[w]);
+    for (int m = (int)threadIdx.x; m < blocks; m += 2 * TILE_THREADS) {
+        const int m1 = m + TILE_THREADS;
+        const bool two = m1 < blocks;
+        const int rel0 = ca + m * V;
+        const int rel1 = two ? ca + m1 * V : rel0;
+        const int i0 = (int)fast_div((unsigned)rel0, p.out_div[R - 1]);
+        const int i1 = (int)fast_div((unsigned)rel1, p.out_div[R - 1]);
+        const int c0 = rel0 - i0 * width;
+        const int c1 = rel1 - i1 * width;
+        const int at0 = image[i0], at1 = image[i1];
+        Chunk<BYTES> out0, out1;
+        out0.v = smem_load16(at0 + c0 * BYTES);
+        out1.v = smem_load16(at1 + c1 * BYTES);
+        tile_merge<BYTES>(out0, image, i0, c0, width, rows);
+        store_span<BYTES>(y + (o0 + (IDX)(m * V)), out0, 0, imin(V, count - m * V));
+        if (two) {
+            tile_merge<BYTES>(out1, image, i1, c1, width, rows);
+            store_span<BYTES>(y + (o0 + (IDX)(m1 * V)), out1, 0, imin(V, count - m1 * V));
         }
-        store_span<BYTES>(y + (o0 + (IDX)(m * V)), out, 0, imin(V, count - m * V));
     }
 }
 
