@@ -184,8 +184,8 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     for dtype, modes, paths in (
         (np.float32, ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"], [None]),
         (np.float32, ["CONSTANT", "REFLECTION"], ["tiles"]),
-        (np.float16, ["CONSTANT", "REFLECTION"], [None, "rows", "chunks"]),
-        (np.int8, ["CONSTANT", "EDGE"], [None, "rows", "chunks"]),
+        (np.float16, ["CONSTANT", "REFLECTION"], [None, "chunks"]),
+        (np.int8, ["CONSTANT", "EDGE"], [None, "chunks"]),
     ):
         for mode in modes:
             value = np.dtype(dtype).type(3)

@@ -3,14 +3,7 @@
 //
 // The output is a set of rows (its innermost dim, after the host collapsed unpadded contiguous
 // dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
-// stores (common.cuh, chunk_span). Three kernels:
-//
-// pad_rows: G lanes (a power of two up to a warp) per output row. The group decodes and
-// mirrors the row's outer coordinates once, copies its source row into shared memory with
-// aligned 16-byte loads, then builds each output chunk from shared memory: interior chunks as
-// one shifted 16-byte read, border elements through the mirror map. Narrow types get several
-// rows per warp and no per-element global loads. Needs a unit inner stride and a source row
-// that fits the group's shared-memory slot.
+// stores (common.cuh, chunk_span). Two kernels:
 //
 // pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
 // from global memory (any strides, any row length).
@@ -38,54 +31,34 @@ struct PadParams {
     int pad_lo[8];
     FastDivmod out_div[8];     // division by out_size[d] (outer dims)
     FastDivmod chunk_div;      // division by chunks per row
-    FastDivmod period_div;     // division by the inner dim's mirror period (periodic maps)
-    int period_offset;         // a multiple of that period above the inner dim's start pad
+    FastDivmod period_div[8];  // division by each dim's mirror period (periodic maps)
+    int period_offset[8];      // a multiple of that period at or above the dim's start pad
     int mode;
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
-    int row_bytes;             // pad_rows, pad_tiles: bytes of one row's shared-memory slot
-    int chunks;                // chunks per output row
+    int row_bytes;             // pad_tiles: bytes of one row's shared-memory slot
     int tile;                  // pad_tiles: output elements per CTA (a multiple of 16 bytes)
     int lead;                  // pad_tiles: slot byte of the source row's first 16-byte block
     int max_rows;              // pad_tiles: slots per CTA (the most rows a tile touches)
     FastDivmod border_div;     // pad_tiles: division by the inner dim's pad (lo + hi, or 1)
 };
 
-// The source index of position j (outside [0, n)) of an axis of size n (SEMANTICS.md §4).
-// The closed forms hold while every pad is within one fold; `periodic` selects the
-// modular forms otherwise. REFLECTION of a size-1 axis repeats the element.
-__device__ __forceinline__ int pad_source(int j, int n, int mode, int periodic) {
+// The source index of position j (outside [0, n)) of dim d (SEMANTICS.md §4). The closed
+// forms hold while every pad is within one fold; `periodic` selects the modular forms
+// otherwise, the modulo a multiply-high division (j + period_offset >= 0 always). REFLECTION
+// of a size-1 axis repeats the element.
+__device__ __forceinline__ int pad_source(int j, int d, int mode, const PadParams& p) {
+    const int n = p.in_size[d];
     if (mode == PAD_EDGE) return j < 0 ? 0 : n - 1;
-    if (mode == PAD_WRAP) {
-        if (!periodic) return j < 0 ? j + n : j - n;
-        int r = j % n;
-        return r < 0 ? r + n : r;
+    if (mode == PAD_REFLECTION && n == 1) return 0;
+    if (!p.periodic) {
+        if (mode == PAD_WRAP) return j < 0 ? j + n : j - n;
+        if (mode == PAD_REFLECTION) return j < 0 ? -j : 2 * (n - 1) - j;
+        return j < 0 ? -1 - j : 2 * n - 1 - j;  // PAD_SYMMETRIC
     }
-    if (mode == PAD_REFLECTION) {
-        if (n == 1) return 0;
-        if (!periodic) return j < 0 ? -j : 2 * (n - 1) - j;
-        const int period = 2 * (n - 1);
-        int r = j % period;
-        if (r < 0) r += period;
-        return r < n ? r : period - r;
-    }
-    // PAD_SYMMETRIC
-    if (!periodic) return j < 0 ? -1 - j : 2 * n - 1 - j;
-    const int period = 2 * n;
-    int r = j % period;
-    if (r < 0) r += period;
-    return r < n ? r : period - 1 - r;
-}
-
-// pad_source for the inner dim, with the periodic maps' modulo as a multiply-high division
-// (j + period_offset >= 0 always).
-__device__ __forceinline__ int pad_source_inner(int j, int n, int mode, const PadParams& p) {
-    if (!p.periodic || mode == PAD_EDGE || (mode == PAD_REFLECTION && n == 1)) {
-        return pad_source(j, n, mode, 0);
-    }
-    const unsigned u = (unsigned)(j + p.period_offset);
-    const int period = (int)p.period_div.d;
-    const int r = (int)(u - fast_div(u, p.period_div) * (unsigned)period);
+    const unsigned u = (unsigned)(j + p.period_offset[d]);
+    const int period = (int)p.period_div[d].d;
+    const int r = (int)(u - fast_div(u, p.period_div[d]) * (unsigned)period);
     if (mode == PAD_WRAP) return r;
     if (mode == PAD_REFLECTION) return r < n ? r : period - r;
     return r < n ? r : period - 1 - r;  // PAD_SYMMETRIC
@@ -114,7 +87,7 @@ __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool&
                 fill = true;
                 j = 0;
             } else {
-                j = pad_source(j, p.in_size[d], p.mode, p.periodic);
+                j = pad_source(j, d, p.mode, p);
             }
         }
         src += (IDX)j * (IDX)p.in_stride[d];
@@ -159,97 +132,13 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
                         c.e[i] = value;
                         continue;
                     }
-                    j = pad_source_inner(j, n, p.mode, p);
+                    j = pad_source(j, R - 1, p.mode, p);
                 }
                 c.e[i] = __ldg(x + (src + (IDX)j * step));
             }
         }
     }
     store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
-}
-
-// One group of G lanes per output row (p.total_chunks holds the number of rows here).
-// Shared memory per group: p.row_bytes, the source row copied block by block so that slot
-// byte 16 + phase holds the row's first byte (phase = its address modulo 16), with 16 bytes
-// of slack on both sides for the shifted 16-byte reads.
-template <int BYTES, int R, typename IDX, int MODE, int G>
-__global__ void __launch_bounds__(256)
-pad_rows(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
-         const PadParams p) {
-    typedef typename Bits<BYTES>::type T;
-    const int V = Chunk<BYTES>::N;
-    const int lane = (int)threadIdx.x & (G - 1);
-    const int group = (int)threadIdx.x / G;
-    unsigned char* slot = dynamic_smem<unsigned char>() + group * p.row_bytes;
-    const IDX row = (IDX)blockIdx.x * (IDX)(blockDim.x / G) + (IDX)group;
-    const bool live = row < (IDX)p.total_chunks;
-    const int width = p.out_size[R - 1];
-    const int n = p.in_size[R - 1];
-    const int lo = p.pad_lo[R - 1];
-
-    bool fill = true;
-    int phase = 0;
-    if (live) {
-        const IDX src = pad_source_row<R, IDX>(p, row, fill);
-        if (!fill) {
-            const unsigned long long a = (unsigned long long)(x + src);
-            const unsigned long long a0 = a & ~15ull;
-            const unsigned long long a1 = a + (unsigned long long)n * BYTES;
-            phase = (int)(a - a0);
-            const int blocks = (int)((a1 + 15 - a0) >> 4);
-            for (int b = lane; b < blocks; b += G) {
-                const unsigned long long ba = a0 + 16ull * (unsigned long long)b;
-                unsigned char* dst = slot + 16 + 16 * b;
-                if (ba >= a && ba + 16 <= a1) {
-                    *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(ba));
-                } else {
-                    // The row's first or last block: only the row's own elements.
-#pragma unroll
-                    for (int e = 0; e < V; ++e) {
-                        const unsigned long long ea = ba + (unsigned long long)(e * BYTES);
-                        if (ea >= a && ea < a1) {
-                            reinterpret_cast<T*>(dst)[e] = __ldg(reinterpret_cast<const T*>(ea));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    __syncwarp();
-    if (!live) return;
-
-    const T value = (T)p.value;
-    const unsigned char* row0 = slot + 16 + phase;
-    const T* srow = reinterpret_cast<const T*>(row0);
-    const IDX row_start = row * (IDX)width;
-    for (int ch = lane; ch < p.chunks; ch += G) {
-        const ChunkSpan span = chunk_span<BYTES, IDX>(row_start, (IDX)ch, width);
-        if (span.first >= span.end) continue;
-        const int c0 = span.c0;
-        Chunk<BYTES> c;
-        if (fill) {
-#pragma unroll
-            for (int i = 0; i < V; ++i) c.e[i] = value;
-        } else if (span.first == 0 && span.end == V && c0 >= lo && c0 + V <= lo + n) {
-            c.v = shared_load16(row0 + (c0 - lo) * BYTES);
-        } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-                if (i >= span.first && i < span.end) {
-                    int j = c0 + i - lo;
-                    if ((unsigned)j >= (unsigned)n) {
-                        if (MODE == PAD_CONSTANT) {
-                            c.e[i] = value;
-                            continue;
-                        }
-                        j = pad_source_inner(j, n, MODE, p);
-                    }
-                    c.e[i] = srow[j];
-                }
-            }
-        }
-        store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
-    }
 }
 
 // 16 bytes at byte `off` (any alignment, >= 0) of the block's shared memory: the aligned
@@ -304,8 +193,32 @@ __device__ __forceinline__ uint4 tile_block(const TileRow& t, int b, unsigned lo
     return c.v;
 }
 
+// pad_tiles' output block at column `rel` of the tile's first row, in row i at column c:
+// `out` holds the shifted read of row i's slot (column 0 at byte image[i]); a block across a
+// row end takes its bytes past the row from the next row's slot.
+template <int BYTES>
+__device__ __forceinline__ void tile_merge(Chunk<BYTES>& out, const int* image, int i, int c,
+                                           int width, int rows) {
+    if (c + Chunk<BYTES>::N > width && i + 1 < rows) {
+        Chunk<BYTES> next;
+        next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
+        // The block's first k bytes (1..15) come from row i: byte masks of the low and high
+        // halves.
+        const int k = (width - c) * BYTES;
+        const unsigned long long keep_lo = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1ull;
+        const unsigned long long keep_hi = k <= 8 ? 0ull : (1ull << (8 * (k - 8))) - 1ull;
+        const unsigned keep[4] = {(unsigned)keep_lo, (unsigned)(keep_lo >> 32), (unsigned)keep_hi,
+                                  (unsigned)(keep_hi >> 32)};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) out.w[w] = (out.w[w] & keep[w]) | (next.w[w] & ~keep[w]);
+    }
+}
+
 // pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
 const int TILE_THREADS = 256;
+// pad_tiles' rows a lane group loads per turn: enough that the benchmark's tiles (up to
+// 37 int8 rows with 16 lanes a row, 19 fp16 rows with 32) take a single turn.
+const int TILE_ROWS = 3;
 
 // One CTA per tile of p.tile output elements (p.total_chunks holds the output's element
 // count here). The tile's bytes start 16-byte aligned, so all of its stores but the tensor's
@@ -316,8 +229,8 @@ const int TILE_THREADS = 256;
 //     a fill row (CONSTANT, outer coordinate in the padding) gets the value instead;
 //  2. each border element is written from its slot's interior (the mirror map) or
 //     the value, so each slot holds its whole output row;
-//  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read;
-//     a block across a row end merges the two rows' reads.
+//  3. one thread per output 16-byte block reads it from the slots as a shifted 16-byte read
+//     (tile_merge); a block across a row end merges the two rows' reads.
 // Loads read whole aligned blocks wherever they lie inside the input (bytes of the
 // neighbouring rows are loaded and unused); only the input's first and last block go element
 // by element.
@@ -340,8 +253,9 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     unsigned char* smem = dynamic_smem<unsigned char>();
     int* image = reinterpret_cast<int*>(smem + p.max_rows * p.row_bytes);
 
-    // Two rows a turn, both rows' loads issued before either is stored (a lane has one block
-    // of a row unless the row is longer than G blocks).
+    // TILE_ROWS rows a turn, all their loads issued before any is stored: a tile's rows then
+    // take one turn, one load latency (a lane has one block of a row unless the row is longer
+    // than G blocks, which only G == 32 allows).
     const int lane = (int)threadIdx.x & (G - 1);
     const int step = TILE_THREADS / G;
     const unsigned long long xb = (unsigned long long)x;
@@ -349,27 +263,35 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     Chunk<BYTES> fill;
 #pragma unroll
     for (int e = 0; e < V; ++e) fill.e[e] = value;
-    for (int i = (int)threadIdx.x / G; i < rows; i += 2 * step) {
-        const int j = i + step;
-        const bool two = j < rows;
-        const TileRow r0 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
-        const TileRow r1 = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)(two ? j : i));
-        uint4 v0 = fill.v, v1 = fill.v;
-        if (lane < r0.blocks) v0 = tile_block<BYTES>(r0, lane, xb, xe, fill.v);
-        if (two && lane < r1.blocks) v1 = tile_block<BYTES>(r1, lane, xb, xe, fill.v);
-        unsigned char* s0 = smem + i * p.row_bytes + p.lead;
-        unsigned char* s1 = smem + j * p.row_bytes + p.lead;
-        if (lane < r0.blocks) *reinterpret_cast<uint4*>(s0 + 16 * lane) = v0;
-        if (two && lane < r1.blocks) *reinterpret_cast<uint4*>(s1 + 16 * lane) = v1;
-        for (int b = lane + G; b < r0.blocks; b += G) {
-            *reinterpret_cast<uint4*>(s0 + 16 * b) = tile_block<BYTES>(r0, b, xb, xe, fill.v);
+    bool longer = false;  // some row of this lane group has more than G blocks
+    for (int i = (int)threadIdx.x / G; i < rows; i += TILE_ROWS * step) {
+        uint4 v[TILE_ROWS];
+        int blocks[TILE_ROWS];
+#pragma unroll
+        for (int k = 0; k < TILE_ROWS; ++k) {
+            const int r = i + k * step;
+            blocks[k] = 0;
+            if (r < rows) {
+                const TileRow t = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)r);
+                blocks[k] = t.blocks;
+                if (lane < t.blocks) v[k] = tile_block<BYTES>(t, lane, xb, xe, fill.v);
+                if (lane == 0) image[r] = r * p.row_bytes + p.lead + (int)(t.a & 15) - lo * BYTES;
+            }
         }
-        for (int b = lane + G; two && b < r1.blocks; b += G) {
-            *reinterpret_cast<uint4*>(s1 + 16 * b) = tile_block<BYTES>(r1, b, xb, xe, fill.v);
+#pragma unroll
+        for (int k = 0; k < TILE_ROWS; ++k) {
+            unsigned char* slot = smem + (i + k * step) * p.row_bytes + p.lead;
+            if (lane < blocks[k]) *reinterpret_cast<uint4*>(slot + 16 * lane) = v[k];
+            longer = longer || blocks[k] > G;
         }
-        if (lane == 0) {
-            image[i] = i * p.row_bytes + p.lead + (int)(r0.a & 15) - lo * BYTES;
-            if (two) image[j] = j * p.row_bytes + p.lead + (int)(r1.a & 15) - lo * BYTES;
+    }
+    // Long rows' further blocks in a loop of their own, so that the turns above keep their
+    // loads in registers (the rows of a tensor differ by at most one block).
+    for (int i = (int)threadIdx.x / G; G == 32 && longer && i < rows; i += step) {
+        unsigned char* slot = smem + i * p.row_bytes + p.lead;
+        const TileRow t = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
+        for (int b = lane + G; b < t.blocks; b += G) {
+            *reinterpret_cast<uint4*>(slot + 16 * b) = tile_block<BYTES>(t, b, xb, xe, fill.v);
         }
     }
     __syncthreads();
@@ -382,8 +304,24 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
         const int step = imax(1, (int)fast_div(TILE_THREADS, p.border_div));
         for (int e = (int)threadIdx.x - i0 * border; i0 < step && e < border; e += TILE_THREADS) {
             const int col = e < lo ? e : e + n;
-            const int from = MODE == PAD_CONSTANT ? 0 : lo + pad_source_inner(col - lo, n, MODE, p);
-            for (int i = i0; i < rows; i += step) {
+            const int from = MODE == PAD_CONSTANT ? 0 : lo + pad_source(col - lo, R - 1, MODE, p);
+            // Four rows a turn, their reads before their writes: the reads are interior
+            // elements and the writes border ones, so no order among them matters, and the
+            // turn waits on shared memory twice instead of eight times.
+            int i = i0;
+            for (; i + 3 * step < rows; i += 4 * step) {
+                int at[4];
+                T e4[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) at[k] = image[i + k * step];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    e4[k] = MODE == PAD_CONSTANT ? value : reinterpret_cast<const T*>(smem + at[k])[from];
+                }
+#pragma unroll
+                for (int k = 0; k < 4; ++k) reinterpret_cast<T*>(smem + at[k])[col] = e4[k];
+            }
+            for (; i < rows; i += step) {
                 T* row = reinterpret_cast<T*>(smem + image[i]);
                 row[col] = MODE == PAD_CONSTANT ? value : row[from];
             }
@@ -391,38 +329,34 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     }
     __syncthreads();
 
+    // Two blocks a turn, each step's shared reads of both issued together (the second
+    // block's reads, past the tile, repeat the first's).
     const int blocks = (count + V - 1) / V;
-    for (int m = (int)threadIdx.x; m < blocks; m += TILE_THREADS) {
-        const int rel = ca + m * V;
-        const int i = (int)fast_div((unsigned)rel, p.out_div[R - 1]);
-        const int c = rel - i * width;
-        Chunk<BYTES> out;
-        out.v = smem_load16(image[i] + c * BYTES);
-        if (c + V > width && i + 1 < rows) {
-            Chunk<BYTES> next;
-            next.v = smem_load16(image[i + 1] + (c - width) * BYTES);
-            // The block's first k bytes (1..15) come from row i: byte masks of the low and
-            // high halves.
-            const int k = (width - c) * BYTES;
-            const unsigned long long keep_lo = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1ull;
-            const unsigned long long keep_hi = k <= 8 ? 0ull : (1ull << (8 * (k - 8))) - 1ull;
-            const unsigned keep[4] = {(unsigned)keep_lo, (unsigned)(keep_lo >> 32), (unsigned)keep_hi,
-                                      (unsigned)(keep_hi >> 32)};
-#pragma unroll
-            for (int w = 0; w < 4; ++w) out.w[w] = (out.w[w] & keep[w]) | (next.w[w] & ~keep[w]);
+    for (int m = (int)threadIdx.x; m < blocks; m += 2 * TILE_THREADS) {
+        const int m1 = m + TILE_THREADS;
+        const bool two = m1 < blocks;
+        const int rel0 = ca + m * V;
+        const int rel1 = two ? ca + m1 * V : rel0;
+        const int i0 = (int)fast_div((unsigned)rel0, p.out_div[R - 1]);
+        const int i1 = (int)fast_div((unsigned)rel1, p.out_div[R - 1]);
+        const int c0 = rel0 - i0 * width;
+        const int c1 = rel1 - i1 * width;
+        const int at0 = image[i0], at1 = image[i1];
+        Chunk<BYTES> out0, out1;
+        out0.v = smem_load16(at0 + c0 * BYTES);
+        out1.v = smem_load16(at1 + c1 * BYTES);
+        tile_merge<BYTES>(out0, image, i0, c0, width, rows);
+        store_span<BYTES>(y + (o0 + (IDX)(m * V)), out0, 0, imin(V, count - m * V));
+        if (two) {
+            tile_merge<BYTES>(out1, image, i1, c1, width, rows);
+            store_span<BYTES>(y + (o0 + (IDX)(m1 * V)), out1, 0, imin(V, count - m1 * V));
         }
-        store_span<BYTES>(y + (o0 + (IDX)(m * V)), out, 0, imin(V, count - m * V));
     }
 }
 
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-template __global__ void dml::pad_rows<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
-template __global__ void dml::pad_rows<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
-template __global__ void dml::pad_rows<4, 2, long long, 3, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
-template __global__ void dml::pad_rows<8, 1, int, 4, 1>(const unsigned long long*, unsigned long long*, const dml::PadParams);
-template __global__ void dml::pad_rows<1, 8, int, 1, 2>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_tiles<1, 3, int, 0, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_tiles<1, 3, int, 1, 16>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_tiles<2, 3, int, 0, 32>(const unsigned short*, unsigned short*, const dml::PadParams);

@@ -11,10 +11,8 @@ import numpy as np
 
 from ..directml import PaddingMode
 from ._common import (
-    BLOCK,
     Plan,
     chunk_plan,
-    chunks_per_row,
     fast_divmod,
     fill_divisors,
     index_type,
@@ -24,10 +22,8 @@ from ._common import (
 
 __all__ = ["PATHS", "padding", "padding_on"]
 
-Path = Literal["tiles", "rows", "chunks"]
-PATHS: tuple[Path, ...] = ("tiles", "rows", "chunks")
-# pad_rows: shared memory per CTA for the source rows of its groups; longer rows take pad_chunks.
-ROWS_SMEM_BUDGET = 32 * 1024
+Path = Literal["tiles", "chunks"]
+PATHS: tuple[Path, ...] = ("tiles", "chunks")
 # pad_tiles: output bytes per CTA (a multiple of 16) and its shared-memory limit (the default
 # one, so no opt-in); rows longer than TILE_ROW_LIMIT take another kernel, as a tile stages
 # whole source rows and a long row would be read several times.
@@ -82,12 +78,6 @@ def _period(n: int, mode: str) -> int:
     return max(1, {"REFLECTION": 2 * (n - 1), "SYMMETRIC": 2 * n, "WRAP": n}.get(mode, 1))
 
 
-def _row_slot(n: int, itemsize: int) -> int:
-    """pad_rows' shared-memory bytes per row: 16 bytes of slack, the 16-byte blocks that can
-    hold the row at any alignment, 16 bytes of slack."""
-    return 16 + 16 * -(-(15 + n * itemsize) // 16) + 16
-
-
 def _tile_slot(n: int, lo: int, hi: int, itemsize: int) -> tuple[int, int]:
     """pad_tiles' ``(lead, slot)``: the slot byte where the source row's first aligned block
     goes (room for the start pad and 32 bytes of slack before it), and the slot's bytes (the
@@ -115,8 +105,7 @@ def _plan(
 
     ``path`` forces a kernel (tests run every case through each; one that does not apply
     falls back to pad_chunks); None chooses pad_tiles for 1- and 2-byte elements and for maps
-    beyond one fold where it applies, else pad_rows for 1- and 2-byte elements where that
-    applies, else pad_chunks.
+    beyond one fold where it applies, else pad_chunks.
     """
     out_shape = tuple(n + a + b for n, a, b in zip(shape, start_padding, end_padding, strict=True))
     p = np.zeros((), dtype=PARAMS)
@@ -127,17 +116,15 @@ def _plan(
 
     rank = len(sizes)
     sizes_out = [n + a + b for n, a, b in zip(sizes, lo, hi, strict=True)]
-    chunks = chunks_per_row(sizes_out[-1], itemsize)
-    rows = math.prod(out_shape) // sizes_out[-1]
-    period = _period(sizes[-1], mode)
 
     p["in_stride"][:rank] = in_strides
     p["in_size"][:rank] = sizes
     p["out_size"][:rank] = sizes_out
     p["pad_lo"][:rank] = lo
     fill_divisors(p["out_div"], sizes_out)
-    p["period_div"] = fast_divmod(period)
-    p["period_offset"] = period * -(-lo[-1] // period)
+    periods = [_period(n, mode) for n in sizes]
+    fill_divisors(p["period_div"], periods)
+    p["period_offset"][:rank] = [t * -(-a // t) for t, a in zip(periods, lo, strict=True)]
     p["mode"] = PaddingMode(mode).dml_value
     p["periodic"] = int(
         any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
@@ -147,13 +134,7 @@ def _plan(
     # before it); an empty input addresses nothing.
     last = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0)
     p["in_end"] = 0 if 0 in shape else (last + 1) * itemsize
-    p["chunks"] = chunks
 
-    lanes = _lanes_per_row(chunks)
-    slot = _row_slot(sizes[-1], itemsize)
-    rows_fit = (
-        in_strides[-1] == 1 and min(sizes) > 0 and (BLOCK // lanes) * slot <= ROWS_SMEM_BUDGET
-    )
     width = sizes_out[-1]
     tile = TILE_BYTES // itemsize
     max_rows = (tile + width - 2) // width + 1
@@ -167,12 +148,9 @@ def _plan(
     )
     if path is None:
         # pad_chunks measured 96-97 % of copy for 4-byte elements on an H100 (run 5); pad_tiles
-        # cuts the instructions per output byte that held pad_rows (1- and 2-byte elements)
-        # and pad_chunks (maps beyond one fold) below the memory bound.
-        if tiles_fit and (itemsize <= 2 or p["periodic"]):
-            path = "tiles"
-        else:
-            path = "rows" if rows_fit and itemsize <= 2 and not p["periodic"] else "chunks"
+        # measured faster than the row-per-group kernel it replaced on every 1- and 2-byte case
+        # and than pad_chunks on maps beyond one fold.
+        path = "tiles" if tiles_fit and (itemsize <= 2 or p["periodic"]) else "chunks"
     if path == "tiles" and tiles_fit:
         total = math.prod(out_shape)
         p["total_chunks"] = total
@@ -192,23 +170,6 @@ def _plan(
             _lanes_per_row(-(-(15 + sizes[-1] * itemsize) // 16)),
             grid=(-(-total // tile), 1, 1),
             shared_mem=max_rows * (tile_slot + 4),
-        )
-        return Plan(out_shape, kernel, p)
-    if path == "rows" and rows_fit:
-        p["total_chunks"] = rows
-        p["row_bytes"] = slot
-        groups = BLOCK // lanes
-        idx = index_type(shape, strides, math.prod(out_shape), rows * chunks)
-        kernel = launch(
-            "padding.cu",
-            "pad_rows",
-            itemsize,
-            rank,
-            idx,
-            PaddingMode(mode).dml_value,
-            lanes,
-            grid=(-(-rows // groups), 1, 1),
-            shared_mem=groups * slot,
         )
         return Plan(out_shape, kernel, p)
     return chunk_plan(
@@ -253,8 +214,8 @@ def padding_on(
     mode: str,
     value: Any,
 ) -> Any:
-    """`padding` through the kernel `path` (None: the launcher's choice; "tiles" and "rows"
-    fall back to "chunks" where they do not apply)."""
+    """`padding` through the kernel `path` (None: the launcher's choice; "tiles" falls back
+    to "chunks" where it does not apply)."""
     dtype = x.dtype
     plan = _call_plan(
         x.shape,
