@@ -18,6 +18,7 @@ from ._common import (
     index_type,
     launch,
     param_struct,
+    plan_cache,
 )
 
 __all__ = ["PATHS", "padding", "padding_on"]
@@ -178,7 +179,7 @@ def _plan(
     )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=512)
+@plan_cache
 def _call_plan(
     shape: tuple[int, ...],
     byte_strides: tuple[int, ...],
