@@ -8,8 +8,9 @@
 // k = k0, k0 + stride/g, ... (k0 from a modular inverse the host precomputes), whose blocks
 // step down by dilation/g. The summation order is fixed (window offsets row-major), so
 // results are bitwise deterministic. Integers wrap in their own width (unsigned arithmetic),
-// FLOAT16 accumulates in float32. Non-overlapping 2-D windows take fold_patches instead
-// (patches.cuh): one tap per element, a shared-memory transpose.
+// FLOAT16 accumulates in float32. Non-overlapping 2-D windows take fold_slabs instead
+// (patches.cuh): one tap per element, a shared-memory transpose of one window row's slab per
+// CTA (fold_patches, the tile transpose, stays forceable).
 #include <cuda_fp16.h>
 
 #include "common.cuh"
@@ -335,6 +336,18 @@ fold_patches(const T* __restrict__ cols, T* __restrict__ y, const PatchParams p)
                                                       reinterpret_cast<W*>(y), p);
 }
 
+// FOLD of non-overlapping 2-D windows, one slab (n, c, ky) per CTA (patches.cuh): the
+// column run in, the slab's image rows out.
+// Words of 4 and 8 bytes fit 32 registers without spilling, so 8 CTAs per SM (a slab of a
+// ViT patching is ~13 KB of shared memory): a full SM of threads where 6 leave a quarter idle.
+template <typename T, typename IDX>
+__global__ void __launch_bounds__(PATCH_THREADS, sizeof(T) >= 4 ? 8 : PATCH_CTAS)
+fold_slabs(const T* __restrict__ cols, T* __restrict__ y, const PatchParams p) {
+    typedef typename Bits<sizeof(T)>::type W;
+    columns_to_slab<sizeof(T), SingleTap<T>, IDX>(reinterpret_cast<const W*>(cols),
+                                                  reinterpret_cast<W*>(y), p);
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -356,4 +369,8 @@ template __global__ void dml::fold_patches<float, int>(const float*, float*, con
 template __global__ void dml::fold_patches<__half, long long>(const __half*, __half*, const dml::PatchParams);
 template __global__ void dml::fold_patches<signed char, int>(const signed char*, signed char*, const dml::PatchParams);
 template __global__ void dml::fold_patches<double, int>(const double*, double*, const dml::PatchParams);
+template __global__ void dml::fold_slabs<float, int>(const float*, float*, const dml::PatchParams);
+template __global__ void dml::fold_slabs<__half, long long>(const __half*, __half*, const dml::PatchParams);
+template __global__ void dml::fold_slabs<signed char, int>(const signed char*, signed char*, const dml::PatchParams);
+template __global__ void dml::fold_slabs<double, int>(const double*, double*, const dml::PatchParams);
 #endif

@@ -293,6 +293,84 @@ __device__ __forceinline__ void slab_to_columns(const typename Bits<BYTES>::type
     }
 }
 
+// The reverse of slab_to_columns (FOLD): one CTA per (n, c, ky) reads the slab's run of
+// KW*BH*BW column elements, contiguous in a compact column tensor, and writes its BH image
+// rows, each W long, through the same shared-memory slots. `Op::apply` maps each element on
+// its way to the image.
+template <int BYTES, typename Op, typename IDX>
+__device__ __forceinline__ void columns_to_slab(const typename Bits<BYTES>::type* __restrict__ src,
+                                                typename Bits<BYTES>::type* __restrict__ dst,
+                                                const PatchParams& p) {
+    typedef typename Bits<BYTES>::type T;
+    const int N = Chunk<BYTES>::N;
+    T* slab = dynamic_smem<T>();
+    IDX plane, ky;
+    divmod<IDX>((IDX)blockIdx.x, p.tiles_div, plane, ky);
+    IDX n, c;
+    divmod<IDX>(plane, p.channel_div, n, c);
+    const IDX row_step = (IDX)p.window_h * (IDX)p.width;
+    T* image = dst + (n * (IDX)p.image_stride_n + c * (IDX)p.image_stride_c + ky * (IDX)p.width);
+    const int blocks = (int)p.blocks_div.d;  // BH * BW
+    const int len = p.window_w * blocks;
+    const T* run = src + (n * (IDX)p.col_stride_n +
+                          (c * (IDX)p.window_h + ky) * (IDX)p.window_w * (IDX)p.col_stride_r);
+    const int run_misalign = misalign_of<BYTES>(run);
+    const int run_items = (len + run_misalign + N - 1) / N;
+    const int pitch = p.window_w + 1;
+
+    // The run -> shared memory, PATCH_BATCH chunks per thread in flight.
+    for (int i0 = threadIdx.x; i0 < run_items; i0 += PATCH_BATCH * PATCH_THREADS) {
+        Chunk<BYTES> buf[PATCH_BATCH];
+#pragma unroll
+        for (int u = 0; u < PATCH_BATCH; ++u) {
+            const int i = i0 + u * PATCH_THREADS;
+            if (i < run_items) {
+                const RunChunk r = run_chunk<BYTES>(i, run_misalign, len);
+                buf[u] = load_span<BYTES>(run + r.at, r.first, r.end);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PATCH_BATCH; ++u) {
+            const int i = i0 + u * PATCH_THREADS;
+            if (i < run_items) {
+                const RunChunk r = run_chunk<BYTES>(i, run_misalign, len);
+                const int e0 = r.at + r.first;
+                const int kx0 = (int)fast_div((unsigned)e0, p.blocks_div);
+                int j = e0 - kx0 * blocks;
+                int slot = j * pitch + kx0;
+#pragma unroll
+                for (int k = 0; k < N; ++k) {
+                    if (k >= r.first && k < r.end) {
+                        slab[slot] = buf[u].e[k];
+                        slot += pitch;
+                        // Past the last block of column row kx: the first block of row kx + 1.
+                        if (++j == blocks) {
+                            j = 0;
+                            slot -= blocks * pitch - 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+    // Shared memory -> the slab's image rows, one buffer-aligned chunk per item.
+    const int store_items = p.blocks_h * p.row_chunks;
+    for (int i = threadIdx.x; i < store_items; i += PATCH_THREADS) {
+        const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
+        T* row = image + (IDX)by * row_step;
+        const RunChunk r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
+        if (r.first >= r.end) continue;  // the spare chunk of an aligned row
+        const int e0 = by * p.width + r.at;
+        Chunk<BYTES> out;
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+            out.e[k] = (k >= r.first && k < r.end) ? Op::apply(slab[image_slot(p, e0 + k)]) : 0;
+        }
+        store_span<BYTES>(row + r.at, out, r.first, r.end);
+    }
+}
+
 // Elements moved unchanged (UNFOLD).
 struct SameBits {
     template <typename T> __device__ __forceinline__ static T apply(T v) { return v; }

@@ -134,17 +134,21 @@ def patch_plan(
 def slab_plan(
     image_shape: Sequence[int],
     image_strides: Sequence[int],
+    col_strides: Sequence[int],
     window: Window,
     itemsize: int,
+    to_columns: bool,
     source: str,
     name: str,
     *template_args: object,
 ) -> Plan | None:
-    """The plan of the slab kernel ``dml::name<template_args..., index type>`` (image -> a new
-    C-contiguous column tensor, one CTA per (n, c, window row)) when the window tiles the
-    image exactly without overlap and a slab fits TILE_BYTES, else None."""
+    """The plan of the slab kernel ``dml::name<template_args..., index type>`` (one CTA per
+    (n, c, window row)) when the window tiles the image exactly without overlap, the column
+    rows of a slab abut (``col_strides`` (sn, BH*BW, 1)) and a slab fits TILE_BYTES, else
+    None. ``to_columns``: image -> columns (UNFOLD), else columns -> image (FOLD); the output
+    is C-contiguous."""
     n, c = image_shape[:2]
-    tiling = _tiling(image_shape, image_strides, (0, 0, 1), window)
+    tiling = _tiling(image_shape, image_strides, col_strides, window)
     if tiling is None:
         return None
     h, w, kh, kw = tiling
@@ -153,8 +157,7 @@ def slab_plan(
     ctas = n * c * kh
     length = blocks_h * blocks_w
     cols_shape = (n, c * kh * kw, length)
-    col_strides = (c * kh * kw * length, length, 1)
-    if slab_bytes > TILE_BYTES or ctas > INT32_LIMIT:
+    if col_strides[1] != length or slab_bytes > TILE_BYTES or ctas > INT32_LIMIT:
         return None
 
     p = np.zeros((), dtype=PARAMS)
@@ -178,4 +181,4 @@ def slab_plan(
         block=(THREADS, 1, 1),
         shared_mem=slab_bytes,
     )
-    return Plan(cols_shape, kernel, p)
+    return Plan(cols_shape if to_columns else tuple(image_shape), kernel, p)

@@ -20,12 +20,12 @@ from ._common import (
     param_struct,
     plan_cache,
 )
-from ._patches import patch_plan
+from ._patches import patch_plan, slab_plan
 
 __all__ = ["PATHS", "fold", "fold_on"]
 
-Path = Literal["patches", "window2d", "window2d_chunks", "chunks"]
-PATHS: tuple[Path, ...] = ("patches", "window2d", "window2d_chunks", "chunks")
+Path = Literal["slabs", "patches", "window2d", "window2d_chunks", "chunks"]
+PATHS: tuple[Path, ...] = ("slabs", "patches", "window2d", "window2d_chunks", "chunks")
 
 PARAMS = param_struct("fold.cu", "dml::FoldParams")
 
@@ -55,9 +55,11 @@ def _plan(
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` forces a kernel (tests run every case through each); None and "patches" take
-    fold_patches where the windows tile the image without overlap (patches.cuh: one tap per
-    element); None and "window2d" take fold_window2d for small 2-D windows (`_window2d`) with
+    ``path`` forces a kernel (tests run every case through each). Where the windows tile the
+    image without overlap (patches.cuh: one tap per element) None and "slabs" take
+    fold_slabs (one window row's slab per CTA; it needs the column rows of a slab to abut and
+    the slab to fit its shared-memory budget), None and "patches" the tile transpose
+    fold_patches; None and "window2d" take fold_window2d for small 2-D windows (`_window2d`) with
     one output element per thread, "window2d_chunks" the same kernel with a 16-byte chunk of
     outputs per thread; everything else fold_chunks.
     """
@@ -73,8 +75,14 @@ def _plan(
         return Plan(out_shape, None, p)
     itemsize = dtype.itemsize
     xs = [s // itemsize for s in byte_strides]
+    image_strides = (c * math.prod(output_sizes), math.prod(output_sizes), output_sizes[-1], 1)
+    if path in (None, "slabs"):
+        slabs = slab_plan(
+            out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_slabs", dtype
+        )
+        if slabs is not None:
+            return slabs
     if path in (None, "patches"):
-        image_strides = (c * math.prod(output_sizes), math.prod(output_sizes), output_sizes[-1], 1)
         patches = patch_plan(
             out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_patches", dtype
         )
@@ -149,6 +157,6 @@ def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
 
 
 def fold_on(path: Path | None, x: Any, output_sizes: Sequence[int], window: Window) -> Any:
-    """`fold` through the kernel `path` (None: the launcher's choice; "patches" and the
-    "window2d" paths fall back to "chunks" where they do not apply)."""
+    """`fold` through the kernel `path` (None: the launcher's choice; "slabs", "patches" and
+    the "window2d" paths fall back to "chunks" where they do not apply)."""
     return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window, path).run(x)

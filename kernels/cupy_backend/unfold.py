@@ -46,12 +46,14 @@ def _plan(
         return Plan(out_shape, None, p)
 
     xs = [s // itemsize for s in byte_strides]
+    col_strides = (c * taps * length, length, 1)
     if path in (None, "slabs"):
-        slabs = slab_plan(shape, xs, window, itemsize, "unfold.cu", "unfold_slabs", itemsize)
+        slabs = slab_plan(
+            shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_slabs", itemsize
+        )
         if slabs is not None:
             return slabs
     if path == "patches":
-        col_strides = (c * taps * length, length, 1)
         patches = patch_plan(
             shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_patches", itemsize
         )

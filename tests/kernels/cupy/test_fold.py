@@ -27,7 +27,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "patches", "window2d", "window2d_chunks", "chunks"]
+PATHS = [None, "slabs", "patches", "window2d", "window2d_chunks", "chunks"]
 
 
 def _fold(path: Any) -> Any:
@@ -107,3 +107,24 @@ def test_unrolled_2d_windows(path: str, dtype: Any) -> None:
     for case in WINDOW2D_CASES:
         host = random_array(cols_shape(2, 3, case), dtype, rng)
         check(_fold(path), reference.fold, host, "contiguous", _args(case), float_rtol(dtype))
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["fits", "over"])
+def test_slab_at_its_shared_memory_budget(over: bool) -> None:
+    """A slab that just fits its shared-memory budget takes fold_slabs, one window column
+    more falls back; both exact through the "slabs" path."""
+    from dmlserve.kernels.cupy_backend._patches import TILE_BYTES, slab_plan
+
+    kh, kw, dtype = 2, 4, np.dtype(np.float64)
+    # One block row: a slab is W + BW = BW * (KW + 1) elements.
+    blocks_w = TILE_BYTES // ((kw + 1) * dtype.itemsize) + int(over)
+    case = ((kh, blocks_w * kw), (kh, kw), (kh, kw), (1, 1), (0, 0), (0, 0))
+    host = random_array(cols_shape(1, 2, case), dtype, np.random.default_rng(17))
+    image_strides = (2 * kh * blocks_w * kw, kh * blocks_w * kw, blocks_w * kw, 1)
+    col_strides = [s // dtype.itemsize for s in host.strides]
+    plan = slab_plan(
+        (1, 2, *case[0]), image_strides, col_strides, window_of(case), dtype.itemsize, False,
+        "fold.cu", "fold_slabs", dtype,
+    )  # fmt: skip
+    assert (plan is None) == over
+    check(_fold("slabs"), reference.fold, host, "contiguous", _args(case), float_rtol(dtype))

@@ -75,6 +75,18 @@ def test_slab_at_its_shared_memory_budget(over: bool) -> None:
     host = random_array((1, 2, kh, blocks_w * kw), dtype, np.random.default_rng(13))
     window = Window((kh, kw), (kh, kw), (1, 1), (0, 0), (0, 0))
     strides = [s // dtype.itemsize for s in host.strides]
-    plan = slab_plan(host.shape, strides, window, dtype.itemsize, "unfold.cu", "unfold_slabs", 8)
+    length = blocks_w
+    col_strides = (2 * kh * kw * length, length, 1)
+    plan = slab_plan(
+        host.shape,
+        strides,
+        col_strides,
+        window,
+        dtype.itemsize,
+        True,
+        "unfold.cu",
+        "unfold_slabs",
+        8,
+    )
     assert (plan is None) == over
     check(_unfold("slabs"), reference.unfold, host, "contiguous", (window,))
