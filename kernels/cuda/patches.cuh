@@ -95,6 +95,31 @@ __device__ __forceinline__ int misalign_of(const void* ptr) {
     return (int)(((unsigned long long)ptr / BYTES) & (unsigned long long)(Chunk<BYTES>::N - 1));
 }
 
+// Chunks 0..items-1 into shared memory, PATCH_BATCH loads per thread in flight before the
+// first shared-memory store. `locate(i, r)` gives chunk i's source (the address of its slot
+// 0) and sets its span `r`; `put(i, chunk)` scatters it (positions are derived again there:
+// cheaper than registers held across the loads).
+template <int BYTES, typename Locate, typename Put>
+__device__ __forceinline__ void stage_chunks(int items, Locate locate, Put put) {
+    for (int i0 = threadIdx.x; i0 < items; i0 += PATCH_BATCH * PATCH_THREADS) {
+        Chunk<BYTES> buf[PATCH_BATCH];
+#pragma unroll
+        for (int u = 0; u < PATCH_BATCH; ++u) {
+            const int i = i0 + u * PATCH_THREADS;
+            if (i < items) {
+                RunChunk r;
+                const typename Bits<BYTES>::type* at = locate(i, r);
+                if (r.first < r.end) buf[u] = load_span<BYTES>(at + r.at, r.first, r.end);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PATCH_BATCH; ++u) {
+            const int i = i0 + u * PATCH_THREADS;
+            if (i < items) put(i, buf[u]);
+        }
+    }
+}
+
 // One CTA per (n, c, tile of R block rows). TO_COLUMNS: image -> columns (UNFOLD), else
 // columns -> image (FOLD). `Op::apply` maps each element on its way to the destination.
 template <int BYTES, bool TO_COLUMNS, typename Op, typename IDX>
@@ -125,29 +150,20 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
     const int col_items = taps * p.segment_chunks;
 
     if (TO_COLUMNS) {
-        // Image tile -> shared memory, PATCH_BATCH chunks per thread in flight.
-        for (int i0 = threadIdx.x; i0 < image_chunks; i0 += PATCH_BATCH * PATCH_THREADS) {
-            Chunk<BYTES> buf[PATCH_BATCH];
+        // Image tile -> shared memory.
+        stage_chunks<BYTES>(
+            image_chunks,
+            [&](int i, RunChunk& r) {
+                r = run_chunk<BYTES>(i, image_misalign, span);
+                return image_in;
+            },
+            [&](int i, const Chunk<BYTES>& c) {
+                const RunChunk r = run_chunk<BYTES>(i, image_misalign, span);
 #pragma unroll
-            for (int u = 0; u < PATCH_BATCH; ++u) {
-                const int i = i0 + u * PATCH_THREADS;
-                if (i < image_chunks) {
-                    const RunChunk r = run_chunk<BYTES>(i, image_misalign, span);
-                    buf[u] = load_span<BYTES>(image_in + r.at, r.first, r.end);
+                for (int k = 0; k < Chunk<BYTES>::N; ++k) {
+                    if (k >= r.first && k < r.end) tile[image_slot(p, r.at + k)] = c.e[k];
                 }
-            }
-#pragma unroll
-            for (int u = 0; u < PATCH_BATCH; ++u) {
-                const int i = i0 + u * PATCH_THREADS;
-                if (i < image_chunks) {
-                    const RunChunk r = run_chunk<BYTES>(i, image_misalign, span);
-#pragma unroll
-                    for (int k = 0; k < Chunk<BYTES>::N; ++k) {
-                        if (k >= r.first && k < r.end) tile[image_slot(p, r.at + k)] = buf[u].e[k];
-                    }
-                }
-            }
-        }
+            });
         __syncthreads();
         // Shared memory -> column segments, one buffer-aligned chunk per item.
         for (int i = threadIdx.x; i < col_items; i += PATCH_THREADS) {
@@ -165,36 +181,26 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
             store_span<BYTES>(seg + r.at, out, r.first, r.end);
         }
     } else {
-        // Column segments -> shared memory, PATCH_BATCH chunks per thread in flight (each
-        // item's position is derived again for the stores: cheaper than registers held).
-        for (int i0 = threadIdx.x; i0 < col_items; i0 += PATCH_BATCH * PATCH_THREADS) {
-            Chunk<BYTES> buf[PATCH_BATCH];
+        // Column segments -> shared memory.
+        stage_chunks<BYTES>(
+            col_items,
+            [&](int i, RunChunk& r) {
+                const int s = (int)fast_div((unsigned)i, p.segment_div);
+                const T* seg = col_in + (IDX)s * (IDX)p.col_stride_r;
+                r = run_chunk<BYTES>(i - s * p.segment_chunks, misalign_of<BYTES>(seg), blocks);
+                return seg;
+            },
+            [&](int i, const Chunk<BYTES>& c) {
+                const int s = (int)fast_div((unsigned)i, p.segment_div);
+                const int ky = (int)fast_div((unsigned)s, p.window_w_div);
+                const int kx = s - ky * p.window_w;
+                const T* seg = col_in + (IDX)s * (IDX)p.col_stride_r;
+                const RunChunk r = run_chunk<BYTES>(i - s * p.segment_chunks, misalign_of<BYTES>(seg), blocks);
 #pragma unroll
-            for (int u = 0; u < PATCH_BATCH; ++u) {
-                const int i = i0 + u * PATCH_THREADS;
-                if (i < col_items) {
-                    const int s = (int)fast_div((unsigned)i, p.segment_div);
-                    const T* seg = col_in + (IDX)s * (IDX)p.col_stride_r;
-                    const RunChunk r = run_chunk<BYTES>(i - s * p.segment_chunks, misalign_of<BYTES>(seg), blocks);
-                    buf[u] = load_span<BYTES>(seg + r.at, r.first, r.end);
+                for (int k = 0; k < Chunk<BYTES>::N; ++k) {
+                    if (k >= r.first && k < r.end) tile[column_slot(p, ky, kx, r.at + k)] = c.e[k];
                 }
-            }
-#pragma unroll
-            for (int u = 0; u < PATCH_BATCH; ++u) {
-                const int i = i0 + u * PATCH_THREADS;
-                if (i < col_items) {
-                    const int s = (int)fast_div((unsigned)i, p.segment_div);
-                    const int ky = (int)fast_div((unsigned)s, p.window_w_div);
-                    const int kx = s - ky * p.window_w;
-                    const T* seg = col_in + (IDX)s * (IDX)p.col_stride_r;
-                    const RunChunk r = run_chunk<BYTES>(i - s * p.segment_chunks, misalign_of<BYTES>(seg), blocks);
-#pragma unroll
-                    for (int k = 0; k < Chunk<BYTES>::N; ++k) {
-                        if (k >= r.first && k < r.end) tile[column_slot(p, ky, kx, r.at + k)] = buf[u].e[k];
-                    }
-                }
-            }
-        }
+            });
         __syncthreads();
         // Shared memory -> image tile, one buffer-aligned chunk per item.
         for (int i = threadIdx.x; i < image_chunks; i += PATCH_THREADS) {
@@ -233,36 +239,26 @@ __device__ __forceinline__ void slab_to_columns(const typename Bits<BYTES>::type
     const int len = p.window_w * blocks;
     T* run = dst + (n * (IDX)p.col_stride_n +
                     (c * (IDX)p.window_h + ky) * (IDX)p.window_w * (IDX)p.col_stride_r);
-    const int load_items = p.blocks_h * p.row_chunks;
 
-    // Slab rows -> shared memory, PATCH_BATCH chunks per thread in flight.
-    for (int i0 = threadIdx.x; i0 < load_items; i0 += PATCH_BATCH * PATCH_THREADS) {
-        Chunk<BYTES> buf[PATCH_BATCH];
+    // Slab rows -> shared memory.
+    stage_chunks<BYTES>(
+        p.blocks_h * p.row_chunks,
+        [&](int i, RunChunk& r) {
+            const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
+            const T* row = image + (IDX)by * row_step;
+            r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
+            return row;
+        },
+        [&](int i, const Chunk<BYTES>& c) {
+            const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
+            const T* row = image + (IDX)by * row_step;
+            const RunChunk r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
+            const int e0 = by * p.width + r.at;
 #pragma unroll
-        for (int u = 0; u < PATCH_BATCH; ++u) {
-            const int i = i0 + u * PATCH_THREADS;
-            if (i < load_items) {
-                const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
-                const T* row = image + (IDX)by * row_step;
-                const RunChunk r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
-                if (r.first < r.end) buf[u] = load_span<BYTES>(row + r.at, r.first, r.end);
+            for (int k = 0; k < N; ++k) {
+                if (k >= r.first && k < r.end) slab[image_slot(p, e0 + k)] = c.e[k];
             }
-        }
-#pragma unroll
-        for (int u = 0; u < PATCH_BATCH; ++u) {
-            const int i = i0 + u * PATCH_THREADS;
-            if (i < load_items) {
-                const int by = (int)fast_div((unsigned)i, p.row_chunks_div);
-                const T* row = image + (IDX)by * row_step;
-                const RunChunk r = run_chunk<BYTES>(i - by * p.row_chunks, misalign_of<BYTES>(row), p.width);
-                const int e0 = by * p.width + r.at;
-#pragma unroll
-                for (int k = 0; k < N; ++k) {
-                    if (k >= r.first && k < r.end) slab[image_slot(p, e0 + k)] = buf[u].e[k];
-                }
-            }
-        }
-    }
+        });
     __syncthreads();
     // Shared memory -> the run, one buffer-aligned chunk per item.
     const int run_misalign = misalign_of<BYTES>(run);
@@ -318,41 +314,32 @@ __device__ __forceinline__ void columns_to_slab(const typename Bits<BYTES>::type
     const int run_items = (len + run_misalign + N - 1) / N;
     const int pitch = p.window_w + 1;
 
-    // The run -> shared memory, PATCH_BATCH chunks per thread in flight.
-    for (int i0 = threadIdx.x; i0 < run_items; i0 += PATCH_BATCH * PATCH_THREADS) {
-        Chunk<BYTES> buf[PATCH_BATCH];
+    // The run -> shared memory.
+    stage_chunks<BYTES>(
+        run_items,
+        [&](int i, RunChunk& r) {
+            r = run_chunk<BYTES>(i, run_misalign, len);
+            return run;
+        },
+        [&](int i, const Chunk<BYTES>& c) {
+            const RunChunk r = run_chunk<BYTES>(i, run_misalign, len);
+            const int e0 = r.at + r.first;
+            const int kx0 = (int)fast_div((unsigned)e0, p.blocks_div);
+            int j = e0 - kx0 * blocks;
+            int slot = j * pitch + kx0;
 #pragma unroll
-        for (int u = 0; u < PATCH_BATCH; ++u) {
-            const int i = i0 + u * PATCH_THREADS;
-            if (i < run_items) {
-                const RunChunk r = run_chunk<BYTES>(i, run_misalign, len);
-                buf[u] = load_span<BYTES>(run + r.at, r.first, r.end);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < PATCH_BATCH; ++u) {
-            const int i = i0 + u * PATCH_THREADS;
-            if (i < run_items) {
-                const RunChunk r = run_chunk<BYTES>(i, run_misalign, len);
-                const int e0 = r.at + r.first;
-                const int kx0 = (int)fast_div((unsigned)e0, p.blocks_div);
-                int j = e0 - kx0 * blocks;
-                int slot = j * pitch + kx0;
-#pragma unroll
-                for (int k = 0; k < N; ++k) {
-                    if (k >= r.first && k < r.end) {
-                        slab[slot] = buf[u].e[k];
-                        slot += pitch;
-                        // Past the last block of column row kx: the first block of row kx + 1.
-                        if (++j == blocks) {
-                            j = 0;
-                            slot -= blocks * pitch - 1;
-                        }
+            for (int k = 0; k < N; ++k) {
+                if (k >= r.first && k < r.end) {
+                    slab[slot] = c.e[k];
+                    slot += pitch;
+                    // Past the last block of column row kx: the first block of row kx + 1.
+                    if (++j == blocks) {
+                        j = 0;
+                        slot -= blocks * pitch - 1;
                     }
                 }
             }
-        }
-    }
+        });
     __syncthreads();
     // Shared memory -> the slab's image rows, one buffer-aligned chunk per item.
     const int store_items = p.blocks_h * p.row_chunks;
