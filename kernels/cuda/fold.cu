@@ -96,6 +96,19 @@ __device__ __forceinline__ bool first_tap(const FoldParams& p, int d, int r, int
     return true;
 }
 
+// A chunk's sums, narrowed to T, stored at `dst` (the address of slot 0) over the span.
+template <typename T, typename A, int V>
+__device__ __forceinline__ void store_sums(T* dst, const A (&acc)[V], const ChunkSpan& span) {
+    typedef typename Bits<sizeof(T)>::type W;
+    Chunk<sizeof(T)> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        const T v = narrow<T, A>(acc[i]);
+        out.e[i] = *reinterpret_cast<const W*>(&v);
+    }
+    store_span<sizeof(T)>(reinterpret_cast<W*>(dst), out, span.first, span.end);
+}
+
 template <typename T, int D, typename IDX>
 __global__ void __launch_bounds__(256)
 fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
@@ -191,14 +204,7 @@ fold_chunks(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p) {
         if (carry) live = false;  // every outer dim wrapped (or D == 1: a single pass)
     }
 
-    Chunk<sizeof(T)> out;
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-        const T v = narrow<T, A>(acc[i]);
-        out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
-    }
-    store_span<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) + (row_start + (IDX)c0),
-                          out, span.first, span.end);
+    store_sums<T, A, V>(y + (row_start + (IDX)c0), acc, span);
 }
 
 // fold_chunks for 2-D windows of compile-time size KH x KW whose window offsets hitting one
@@ -304,14 +310,7 @@ fold_window2d(const T* __restrict__ cols, T* __restrict__ y, const FoldParams p)
     if constexpr (SINGLE) {
         y[row_start + (IDX)c0] = narrow<T, A>(acc[0]);
     } else {
-        Chunk<sizeof(T)> out;
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            const T v = narrow<T, A>(acc[i]);
-            out.e[i] = *reinterpret_cast<const typename Bits<sizeof(T)>::type*>(&v);
-        }
-        store_span<sizeof(T)>(reinterpret_cast<typename Bits<sizeof(T)>::type*>(y) + (row_start + (IDX)c0),
-                              out, span.first, span.end);
+        store_sums<T, A, V>(y + (row_start + (IDX)c0), acc, span);
     }
 }
 
