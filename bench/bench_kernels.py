@@ -14,6 +14,7 @@ time, host overhead included.
 
     python3 bench/bench_kernels.py [--json out.json] [--repeat 30] [--only avgpool]
     python3 bench/bench_kernels.py --profile [--only ...]   # each case twice, for ncu
+    python3 bench/bench_kernels.py --chosen ...              # the launchers' choices only
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ UNFOLD = importlib.import_module("dmlserve.kernels.cupy_backend.unfold")
 FOLD = importlib.import_module("dmlserve.kernels.cupy_backend.fold")
 POOL = importlib.import_module("dmlserve.kernels.cupy_backend.average_pooling")
 PROFILE = False  # --profile: run each case's kernel twice, no timing (for ncu)
+CHOSEN_ONLY = False  # --chosen: skip the cases that force a kernel (names ending in [path])
 
 ROTATE_BYTES = 256 * 2**20  # > 4x the 50-60 MB L2 of an H100/H200
 MAX_BUFFERS = 16
@@ -164,6 +166,8 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
 
     def add(*args: Any, **kwargs: Any) -> None:
         if only and not any(word in args[0] for word in only):
+            return
+        if CHOSEN_ONLY and args[0].endswith("]"):
             return
         try:
             rows.append(measure(*args, repeat=repeat, ceiling=ceiling, **kwargs))
@@ -359,9 +363,13 @@ def main() -> None:
         default=[],
         help="run cases whose name contains this (repeatable)",
     )
+    parser.add_argument(
+        "--chosen", action="store_true", help="only the launchers' own choices, no forced paths"
+    )
     args = parser.parse_args()
-    global PROFILE
+    global PROFILE, CHOSEN_ONLY
     PROFILE = args.profile
+    CHOSEN_ONLY = args.chosen
     if PROFILE:
         cases(1, 1.0, args.only)
         return
