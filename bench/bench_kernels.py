@@ -4,13 +4,13 @@ One run measures a device-to-device copy (the bandwidth ceiling), every kernel a
 PyTorch peer on the same device and data (shared through DLPack). GPU time: medians of
 CUDA-event-timed batches of back-to-back calls queued behind a spin kernel (host overhead
 hidden); call time: medians of single event-timed calls from an idle GPU (host overhead
-included). Three warm-up calls first. Inputs smaller than 4x L2 rotate over several buffers so the
-numbers are DRAM numbers. Effective bandwidth counts the minimal bytes (each input element
-read once, each output element written once). Each case also checks our output against the
-peer's where the semantics coincide. A case name ending in ``[path]`` forces that kernel
-(the launchers' ``*_on`` functions), to compare kernels on the same data; the unmarked case
-is the launcher's own choice. The ``small`` cases (one 1x3x32x32 image) are about the call
-time, host overhead included.
+included; ours and the peer's alternately, call by call). Three warm-up calls first. Inputs
+smaller than 4x L2 rotate over several buffers so the numbers are DRAM numbers. Effective
+bandwidth counts the minimal bytes (each input element read once, each output element written
+once). Each case also checks our output against the peer's where the semantics coincide. A
+case name ending in ``[path]`` forces that kernel (the launchers' ``*_on`` functions), to
+compare kernels on the same data; the unmarked case is the launcher's own choice. The
+``small`` cases (one 1x3x32x32 image) are about the call time, host overhead included.
 
     python3 bench/bench_kernels.py [--json out.json] [--repeat 30] [--only avgpool]
     python3 bench/bench_kernels.py --profile [--only ...]   # each case twice, for ncu
@@ -68,6 +68,26 @@ def call_ms(fn: Callable[[int], Any], repeat: int) -> float:
         end.synchronize()
         times.append(float(start.elapsed_time(end)))
     return statistics.median(times)
+
+
+def call_pair_ms(
+    ours: Callable[[int], Any], peer: Callable[[int], Any], repeat: int
+) -> tuple[float, float]:
+    """`call_ms` of two functions taken alternately, call by call, so that drift of the host
+    (clocks, other load) falls on both alike."""
+    for i in range(3):
+        ours(i)
+        peer(i)
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeat):
+        for fn, out in ((ours, times[0]), (peer, times[1])):
+            start, end = torch_event(), torch_event()
+            start.record()
+            fn(i)
+            end.record()
+            end.synchronize()
+            out.append(float(start.elapsed_time(end)))
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def gpu_ms(fn: Callable[[int], Any], repeat: int) -> float:
@@ -134,7 +154,7 @@ def measure(
     ts = as_torch(xs)
     t_ours = gpu_ms(lambda i: ours(xs[i % len(xs)]), repeat)
     row: dict[str, Any] = {"case": name, "dtype": str(np.dtype(dtype)), "ours_ms": t_ours}
-    row["ours_call_ms"] = call_ms(lambda i: ours(xs[i % len(xs)]), repeat)
+    row["ours_call_ms"] = None
     itemsize = np.dtype(dtype).itemsize
     nbytes = (math.prod(shape) + out_numel) * itemsize
     row["ours_GBps"] = nbytes / t_ours / 1e6
@@ -144,12 +164,16 @@ def measure(
     if peer is not None:
         t_peer = gpu_ms(lambda i: peer(ts[i % len(ts)]), repeat)
         row["torch_ms"] = t_peer
-        row["torch_call_ms"] = call_ms(lambda i: peer(ts[i % len(ts)]), repeat)
+        row["ours_call_ms"], row["torch_call_ms"] = call_pair_ms(
+            lambda i: ours(xs[i % len(xs)]), lambda i: peer(ts[i % len(ts)]), repeat
+        )
         row["torch_GBps"] = nbytes / t_peer / 1e6
         row["speedup"] = t_peer / t_ours
         got = torch.from_dlpack(ours(xs[0])).double()
         want = peer(ts[0]).double().reshape(got.shape)
         row["match"] = bool(torch.allclose(got, want, rtol=rtol, atol=rtol))
+    if row["ours_call_ms"] is None:
+        row["ours_call_ms"] = call_ms(lambda i: ours(xs[i % len(xs)]), repeat)
     return row
 
 
