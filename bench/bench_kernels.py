@@ -269,7 +269,8 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     unfolds = (None, "window2d", "chunks")
     unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, unfolds, folds)
     unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, unfolds, folds)
-    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, unfolds, folds)
+    folds4 = (None, "window2d", "window2d_chunks", "chunks")
+    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, unfolds, folds4)
 
     # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
     def pool_case(
