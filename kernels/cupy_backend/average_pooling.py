@@ -194,7 +194,7 @@ def _plan(
 
     ``path`` forces a kernel where it applies (tests run every case through each; "strip",
     "bands" and "packed" fall back to the others' choice where they do not); None chooses
-    pool_packed (FLOAT16) or pool_bands (FLOAT32) for overlapping small 2-D windows,
+    pool_packed for overlapping small 2-D windows,
     pool_strip for 3-D ones and 1-D ones that re-read much, pool_rows where windows re-read
     little, else pool_tiled, else pool_direct.
     """
@@ -221,15 +221,16 @@ def _plan(
     # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %). 2-D overlapping
     # windows go to the bands (every load of a band in flight at once, as in the 3-D walk's
     # steps, where the 2-D walk had one row's): chosen by prediction, the benchmark times the
-    # bands beside the walk and pool_rows. FLOAT16 takes pool_packed (the same bands, every
-    # load of a band issued before any conversion; pool_bands waits on each FLOAT16 row's load
-    # before issuing the next): chosen by prediction, timed beside pool_bands.
+    # bands beside the walk and pool_rows. pool_packed (the same bands, every load of a band
+    # issued before any conversion; pool_bands waits on each FLOAT16 row's load before issuing
+    # the next) takes both types: FLOAT16 by prediction, FLOAT32 measured (H200 2-D k3s1 fp32
+    # 52.6 vs 59.3 us, 91 vs 81 % of copy; H100 71.9 vs 72.1 us), timed beside pool_bands.
     overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
     few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
     strip_fits = _strip_axes(window)
     if path is None and overlapping and strip_fits:
         if dims == 2:
-            path = "packed" if dtype.itemsize == 2 else "bands"
+            path = "packed"
         elif dims == 3 or not few_reads:
             path = "strip"
     if path in ("strip", "bands", "packed"):
