@@ -232,6 +232,7 @@ class DirectLaunch:
         self._extra = np.array(
             [1, self._buffer.ctypes.data, 2, self._size.ctypes.data, 0], np.uint64
         )
+        self._extra_address = int(self._extra.ctypes.data)
         self._shape = (*launch.grid, *launch.block, launch.shared_mem)
         self._function = function
         self._pointer = int(function.ptr)
@@ -250,7 +251,7 @@ class DirectLaunch:
         with self._lock:
             self._addresses[0] = x.data.ptr
             self._addresses[1] = y.data.ptr
-            self._launch_kernel(self._pointer, *self._shape, stream, 0, self._extra.ctypes.data)
+            self._launch_kernel(self._pointer, *self._shape, stream, 0, self._extra_address)
         return True
 
 
