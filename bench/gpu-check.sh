@@ -59,7 +59,7 @@ fi
 # pooled block would go unseen). memcheck: every memory-bound kernel path on every layout;
 # racecheck: the kernels with shared memory.
 if has memcheck; then
-  memcheck_k="test_launchers or (test_padding and test_strided_inputs and (float16 or int8))"
+  memcheck_k="test_launchers or test_direct_launch or (test_padding and test_strided_inputs and (float16 or int8))"
   memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles))"
   memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_fold and test_strided_inputs and float32) or (test_unrolled_2d_windows and float32)"
