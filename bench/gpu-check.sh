@@ -59,7 +59,7 @@ fi
 # pooled block would go unseen). memcheck: every memory-bound kernel path on every layout;
 # racecheck: the kernels with shared memory.
 if has memcheck; then
-  memcheck_k="test_launchers or test_direct_launch or (test_padding and test_strided_inputs and (float16 or int8))"
+  memcheck_k="test_launchers or (test_padding and test_strided_inputs and (float16 or int8))"
   memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles))"
   memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_fold and test_strided_inputs and float32) or (test_unrolled_2d_windows and float32)"
@@ -67,6 +67,7 @@ if has memcheck; then
   memcheck_k+=" or (signedness_and_zero_points and auto) or (depthwise_zero_points and channel)"
   memcheck_k+=" or (signedness_and_zero_points and mma_sync and channel)"
   memcheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 48-3-3)"
+  memcheck_k+=" or test_direct_launch"
   step memcheck "${MEMCHECK_LIMIT:-300}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi
