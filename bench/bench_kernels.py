@@ -290,9 +290,11 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         (None, "slabs", "patches", "chunks"),
     )
     folds = (None, "window2d_chunks", "chunks")
-    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, (None,), folds)
-    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, (None,), folds)
-    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, (None,), folds)
+    unfolds = (None, "window2d", "chunks")
+    unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, unfolds, folds)
+    unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, unfolds, folds)
+    folds4 = (None, "window2d", "window2d_chunks", "chunks")
+    unfold_case("4x4 s2 p1 16x32x128x128", (16, 32, 128, 128), 4, 2, 1, unfolds, folds4)
 
     # AVERAGE_POOLING (IncludePadding true = torch's count_include_pad=True)
     def pool_case(
@@ -318,15 +320,15 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         )
 
     for shape, k, s, p, dtype, paths in (
-        ((32, 64, 112, 112), 3, 1, 1, np.float32, [None, "packed", "strip", "tiled"]),
-        ((32, 64, 112, 112), 3, 2, 1, np.float32, [None, "strip", "rows"]),
-        ((32, 64, 112, 112), 2, 2, 0, np.float32, [None]),
-        ((32, 64, 112, 112), 2, 2, 0, np.float16, [None]),
+        ((32, 64, 112, 112), 3, 1, 1, np.float32, [None, "bands", "strip", "tiled"]),
+        ((32, 64, 112, 112), 3, 2, 1, np.float32, [None, "bands", "strip", "rows"]),
+        ((32, 64, 112, 112), 2, 2, 0, np.float32, [None, "rows16"]),
+        ((32, 64, 112, 112), 2, 2, 0, np.float16, [None, "rows16"]),
         ((32, 64, 112, 112), 3, 1, 1, np.float16, [None, "bands", "strip", "tiled"]),
-        ((1, 64, 224, 224), 3, 1, 1, np.float32, [None, "strip", "tiled"]),
+        ((1, 64, 224, 224), 3, 1, 1, np.float32, [None, "bands", "strip", "tiled"]),
         ((8, 32, 32, 64, 64), 3, 1, 1, np.float32, [None, "tiled"]),
         ((8, 32, 32, 64, 64), 3, 2, 1, np.float32, [None, "rows"]),
-        ((8, 32, 32, 64, 64), 2, 2, 0, np.float32, [None]),
+        ((8, 32, 32, 64, 64), 2, 2, 0, np.float32, [None, "rows16"]),
     ):
         for path in paths:
             pool_case(shape, k, s, p, dtype, path)
@@ -342,14 +344,15 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         1 * 3 * 34 * 34,
     )
     window3 = Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
-    add(
-        "small unfold 3x3 1x3x32x32",
-        small,
-        np.float32,
-        lambda x: UNFOLD.unfold(x, window3),
-        lambda t: F.unfold(t, 3, dilation=1, padding=1, stride=1),
-        27 * 1024,
-    )
+    for path in (None, "chunks"):
+        add(
+            f"small unfold 3x3 1x3x32x32{tag(path)}",
+            small,
+            np.float32,
+            lambda x, q=path: UNFOLD.unfold_on(q, x, window3),
+            lambda t: F.unfold(t, 3, dilation=1, padding=1, stride=1),
+            27 * 1024,
+        )
     for path in (None, "chunks"):
         add(
             f"small fold 3x3 1x3x32x32{tag(path)}",

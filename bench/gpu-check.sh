@@ -67,6 +67,7 @@ if has memcheck; then
   memcheck_k+=" or (signedness_and_zero_points and auto) or (depthwise_zero_points and channel)"
   memcheck_k+=" or (signedness_and_zero_points and mma_sync and channel)"
   memcheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 48-3-3)"
+  memcheck_k+=" or test_direct_launch"
   step memcheck "${MEMCHECK_LIMIT:-300}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi
@@ -75,6 +76,7 @@ if has racecheck; then
   racecheck_k+=" or (test_padding and test_dtypes_and_modes and float32 and tiles)"
   racecheck_k+=" or (test_average_pooling and float32 and contiguous and (tiled or strip))"
   racecheck_k+=" or ((test_unfold or test_fold) and test_dtypes and (patches or slabs) and (float32 or int8))"
+  racecheck_k+=" or (test_unfold and (test_window2d_bands or (test_dtypes and window2d)) and (float32 or uint8))"
   racecheck_k+=" or (signedness_and_zero_points and channel and auto) or (depthwise_geometry and 1-1)"
   racecheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 64-1-3)"
   step racecheck "${RACECHECK_LIMIT:-200}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck \

@@ -34,7 +34,7 @@ struct StripRow {
         }
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-            float s = 0.0f;
+            float s = -0.0f;  // x + -0 is x for every x, so the first add folds away (+0 would not)
 #pragma unroll
             for (int k = 0; k < KW; ++k) s += win[HL + v * SW - PW + k];
             hs[v] = s;
@@ -120,7 +120,7 @@ __device__ __forceinline__ void strip_plane_sums(const Row (&rows)[RY], int lane
 #pragma unroll
     for (int t = 0; t < TY; ++t)
 #pragma unroll
-        for (int v = 0; v < V; ++v) ps[t][v] = 0.0f;
+        for (int v = 0; v < V; ++v) ps[t][v] = -0.0f;  // as in StripRow::sums: the first add folds
 #pragma unroll
     for (int r = 0; r < RY; ++r) {
         float hs[V];

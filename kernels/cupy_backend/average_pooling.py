@@ -26,8 +26,8 @@ from ._common import (
 
 __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 
-Path = Literal["packed", "bands", "strip", "rows", "tiled", "direct"]
-PATHS: tuple[Path, ...] = ("packed", "bands", "strip", "rows", "tiled", "direct")
+Path = Literal["packed", "bands", "strip", "rows", "rows16", "tiled", "direct"]
+PATHS: tuple[Path, ...] = ("packed", "bands", "strip", "rows", "rows16", "tiled", "direct")
 
 PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
 
@@ -88,13 +88,16 @@ def _constant(window: int) -> int:
     return window if window in SPECIALISED_WINDOWS else 0
 
 
-def outputs_per_thread(window_w: int, itemsize: int) -> int:
-    """Outputs along W per pool_rows thread: a 16-byte input span when the window allows."""
+def outputs_per_thread(window_w: int, itemsize: int, wide: bool = True) -> int:
+    """Outputs along W per pool_rows thread: a 16-byte input span when the window allows, or
+    with ``wide`` a 32-byte one (two loads per window row) where that still stores at most 16
+    bytes and the type is FLOAT16 (FLOAT32 spans of 16 bytes are at goal already)."""
     if window_w not in SPECIALISED_WINDOWS:
         return 1
     span = window_w * itemsize
-    if 16 % span == 0:
-        return min(8, 16 // span)
+    span_bytes = 32 if wide and itemsize == 2 else 16
+    if span_bytes % span == 0:
+        return min(8, span_bytes // span)
     return 4 if itemsize == 2 else 2
 
 
@@ -194,9 +197,10 @@ def _plan(
 
     ``path`` forces a kernel where it applies (tests run every case through each; "strip",
     "bands" and "packed" fall back to the others' choice where they do not); None chooses
-    pool_packed (FLOAT16) or pool_bands (FLOAT32) for overlapping small 2-D windows,
+    pool_packed for overlapping small 2-D windows,
     pool_strip for 3-D ones and 1-D ones that re-read much, pool_rows where windows re-read
-    little, else pool_tiled, else pool_direct.
+    little, else pool_tiled, else pool_direct. "rows16" is pool_rows in its earlier form (a row's
+    loads at a time, spans of at most 16 bytes), timed beside "rows".
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -221,15 +225,16 @@ def _plan(
     # 3-D k3s2 (82 vs 52 %); on 2-D k3s2 pool_rows is as fast (70 vs 68 %). 2-D overlapping
     # windows go to the bands (every load of a band in flight at once, as in the 3-D walk's
     # steps, where the 2-D walk had one row's): chosen by prediction, the benchmark times the
-    # bands beside the walk and pool_rows. FLOAT16 takes pool_packed (the same bands, every
-    # load of a band issued before any conversion; pool_bands waits on each FLOAT16 row's load
-    # before issuing the next): chosen by prediction, timed beside pool_bands.
+    # bands beside the walk and pool_rows. pool_packed (the same bands, every load of a band
+    # issued before any conversion; pool_bands waits on each FLOAT16 row's load before issuing
+    # the next) takes both types: FLOAT16 by prediction, FLOAT32 measured (H200 2-D k3s1 fp32
+    # 52.6 vs 59.3 us, 91 vs 81 % of copy; H100 71.9 vs 72.1 us), timed beside pool_bands.
     overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
     few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
     strip_fits = _strip_axes(window)
     if path is None and overlapping and strip_fits:
         if dims == 2:
-            path = "packed" if dtype.itemsize == 2 else "bands"
+            path = "packed"
         elif dims == 3 or not few_reads:
             path = "strip"
     if path in ("strip", "bands", "packed"):
@@ -249,10 +254,14 @@ def _plan(
     p["dilation"] = dilation3
     p["pad_lo"] = window3.start_padding
     fill_divisors(p["out_div"], out3)
+    # pool_rows: every window row's span loaded before any sum where the windows lie inside the
+    # input and rows are 16-byte aligned, FLOAT16 spans of 32 bytes (8 outputs, one 16-byte
+    # store): chosen by prediction (2-D k2s2 fp16 had one row's 16 bytes in flight per thread,
+    # 58 % of DRAM peak on the H200), timed beside "rows16".
     if path is None and few_reads:
         path = "rows"
-    if path == "rows":
-        v = outputs_per_thread(window3.sizes[2], dtype.itemsize)
+    if path in ("rows", "rows16"):
+        v = outputs_per_thread(window3.sizes[2], dtype.itemsize, path == "rows")
         groups = -(-out3[2] // v)
         total = n * c * out3[0] * out3[1] * groups
         p["total"] = total
@@ -264,7 +273,9 @@ def _plan(
         )
         idx = index_type(shape, xs, math.prod(out_shape), total)
         k = [_constant(w) for w in window3.sizes]
-        kernel = launch("average_pooling.cu", "pool_rows", dtype, idx, *k, v, grid=grid_for(total))
+        batch = path == "rows"
+        grid = grid_for(total)
+        kernel = launch("average_pooling.cu", "pool_rows", dtype, idx, *k, v, batch, grid=grid)
         return Plan(out_shape, kernel, p)
 
     choice = choose_tile(out3, window3.sizes, stride3, dilation3)

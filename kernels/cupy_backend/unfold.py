@@ -3,20 +3,40 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from ..geometry import Window
-from ._common import Plan, chunk_plan, fast_divmod, fill_divisors, param_struct, plan_cache
-from ._patches import patch_plan, slab_plan
+from ._common import (
+    INT32_LIMIT,
+    Plan,
+    chunk_plan,
+    fast_divmod,
+    fill_divisors,
+    index_type,
+    launch,
+    param_struct,
+    plan_cache,
+    sm_count,
+)
+from ._patches import TILE_BYTES, patch_plan, slab_plan
 
-__all__ = ["PATHS", "unfold", "unfold_on"]
+__all__ = ["PATHS", "unfold", "unfold_on", "window2d_plan"]
 
-Path = Literal["slabs", "patches", "chunks"]
-PATHS: tuple[Path, ...] = ("slabs", "patches", "chunks")
+Path = Literal["slabs", "patches", "window2d", "chunks"]
+PATHS: tuple[Path, ...] = ("slabs", "patches", "window2d", "chunks")
 
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
+WINDOW_PARAMS = param_struct("unfold.cu", "dml::UnfoldWindowParams")
+#: The largest window side unfold_window2d unrolls (its taps: UnfoldWindowParams.tap_offset).
+WINDOW2D_SIDE = 8
+#: Threads per CTA of unfold_window2d at most; a band is sized to one chunk per thread.
+WINDOW2D_THREADS = 256
+#: Bands are halved (more CTAs, more halo rows read twice) until there are this many CTAs
+#: per SM, or one output row per band.
+WINDOW2D_CTAS_PER_SM = 2
 
 
 @plan_cache
@@ -31,9 +51,11 @@ def _plan(
 
     ``path`` forces a kernel (tests run every case through each). Where the windows tile the
     image without overlap (patches.cuh) None and "slabs" take unfold_slabs, "patches" the
-    tile transpose unfold_patches; elsewhere, and where a slab outgrows its shared-memory
-    budget, unfold_chunks. The tile transpose writes the columns in 112-byte runs on a ViT
-    patching (55 us against the chunk kernel's 42, H100); a slab is one run of KW*BH*BW.
+    tile transpose unfold_patches; elsewhere None and "window2d" take unfold_window2d where
+    `window2d_plan` applies (2-D windows); everything else, and where a slab outgrows its
+    shared-memory budget, unfold_chunks. The tile transpose writes the columns in 112-byte
+    runs on a ViT patching (55 us against the chunk kernel's 42, H100); a slab is one run of
+    KW*BH*BW.
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -59,6 +81,10 @@ def _plan(
         )
         if patches is not None:
             return patches
+    if path in (None, "window2d"):
+        staged = window2d_plan(shape, xs, itemsize, window)
+        if staged is not None:
+            return staged
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
     p["x_stride"][:dims] = xs[2:]
     p["size"][:dims] = sizes
@@ -74,6 +100,80 @@ def _plan(
     return chunk_plan(
         p, shape, xs, out_shape, length, itemsize, "unfold.cu", "unfold_chunks", itemsize, dims
     )
+
+
+def window2d_plan(
+    shape: tuple[int, ...],
+    strides: Sequence[int],
+    itemsize: int,
+    window: Window,
+    band_rows: int | None = None,
+) -> Plan | None:
+    """The plan of unfold_window2d for an (N, C, H, W) input of element ``strides``: bands of
+    ``band_rows`` output rows per CTA (None: as many as `WINDOW2D_THREADS` chunks of output
+    row cover, fewer where the CTAs would not fill `WINDOW2D_CTAS_PER_SM` per SM or the staged
+    rows would outgrow TILE_BYTES). None where it does not apply: windows of more than 2 dims
+    or a side over `WINDOW2D_SIDE`, or a band of one output row whose input rows outgrow
+    TILE_BYTES."""
+    n, c, *sizes = shape
+    if len(sizes) != 2 or max(window.sizes) > WINDOW2D_SIDE:
+        return None
+    (h, w), (kh, kw) = sizes, window.sizes
+    (sh, sw), (dh, dw) = window.strides, window.dilations
+    oh, ow = window.blocks(sizes)
+    length = oh * ow
+    per_chunk = 16 // itemsize
+    phase_len = -(-((ow - 1) * sw + (kw - 1) * dw + 1) // sw)
+    pitch = sw * phase_len
+
+    def staged_bytes(rows: int) -> int:
+        return ((rows - 1) * sh + (kh - 1) * dh + 1) * pitch * itemsize
+
+    rows = band_rows or min(oh, max(1, WINDOW2D_THREADS * per_chunk // ow))
+    if band_rows is None:
+        while rows > 1 and n * c * -(-oh // rows) < WINDOW2D_CTAS_PER_SM * sm_count():
+            rows = -(-rows // 2)
+        while rows > 1 and staged_bytes(rows) > TILE_BYTES:
+            rows -= 1
+    if staged_bytes(rows) > TILE_BYTES:
+        return None
+    bands = -(-oh // rows)
+    ctas = n * c * bands
+    out_shape = (n, c * kh * kw, length)
+    if ctas > INT32_LIMIT:
+        return None
+
+    p = np.zeros((), dtype=WINDOW_PARAMS)
+    p["x_stride_n"], p["x_stride_c"], p["x_stride_h"], p["x_stride_w"] = strides
+    p["height"], p["width"], p["out_h"], p["out_w"] = h, w, oh, ow
+    p["stride_h"], p["stride_w"] = sh, sw
+    p["pad_top"], p["pad_left"] = window.start_padding
+    p["band_rows"] = rows
+    p["rows_in"] = (rows - 1) * sh + (kh - 1) * dh + 1
+    p["pitch"], p["phase_len"] = pitch, phase_len
+    p["out_w_div"] = fast_divmod(ow)
+    p["bands_div"] = fast_divmod(bands)
+    p["channel_div"] = fast_divmod(c)
+    p["pitch_div"] = fast_divmod(pitch)
+    p["phase_div"] = fast_divmod(phase_len)
+    for ky in range(kh):
+        for kx in range(kw):
+            pos, phase = divmod(kx * dw, sw)
+            p["tap_offset"][ky * kw + kx] = ky * dh * pitch + phase * phase_len + pos
+    items = -(-(rows * ow + per_chunk - 1) // per_chunk)
+    threads = min(WINDOW2D_THREADS, -(-items // 32) * 32)
+    kernel = launch(
+        "unfold.cu",
+        "unfold_window2d",
+        itemsize,
+        kh,
+        kw,
+        index_type(shape, strides, math.prod(out_shape)),
+        grid=(ctas, 1, 1),
+        block=(threads, 1, 1),
+        shared_mem=staged_bytes(rows),
+    )
+    return Plan(out_shape, kernel, p)
 
 
 def unfold_on(path: Path | None, x: Any, window: Window) -> Any:

@@ -20,7 +20,7 @@ from ._support import LAYOUTS, check, float_rtol, launcher, random_array
 
 pytestmark = pytest.mark.gpu
 
-PATHS = [None, "packed", "bands", "strip", "rows", "tiled", "direct"]
+PATHS = [None, "packed", "bands", "strip", "rows", "rows16", "tiled", "direct"]
 
 # (spatial sizes, window, strides, dilations, start, end)
 CASES = [
@@ -45,6 +45,7 @@ CASES = [
     ((8, 9, 12), (4, 1, 5), (4, 2, 5), (1, 1, 1), (0, 0, 1), (0, 1, 2)),  # windows above 3
     ((20, 23), (2, 3), (5, 4), (3, 1), (2, 0), (1, 2)),  # stride > window, dilated H
     ((7, 64), (2, 2), (2, 2), (1, 1), (0, 0), (1, 0)),  # 16-byte spans on aligned rows
+    ((6, 88), (2, 2), (2, 2), (1, 1), (0, 0), (0, 0)),  # 32-byte spans, a short last group
     ((9, 70), (3, 2), (3, 1), (1, 1), (2, 1), (0, 0)),  # stride 3 down the walk, W 2 lanes
     ((7, 9, 300), (3, 3, 3), (2, 1, 2), (1, 1, 1), (2, 0, 1), (1, 2, 1)),  # W of several spans
     ((5, 6, 200), (2, 3, 3), (1, 2, 1), (1, 1, 1), (1, 1, 0), (0, 1, 2)),  # 3-D, H stride 2

@@ -25,7 +25,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "slabs", "patches", "chunks"]
+PATHS = [None, "slabs", "patches", "window2d", "chunks"]
 
 
 def _unfold(path: Any) -> Any:
@@ -90,3 +90,30 @@ def test_slab_at_its_shared_memory_budget(over: bool) -> None:
     )
     assert (plan is None) == over
     check(_unfold("slabs"), reference.unfold, host, "contiguous", (window,))
+
+
+@pytest.mark.parametrize("band_rows", [1, 2, 3, 5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8, np.float64], ids=str)
+def test_window2d_bands(band_rows: int, dtype: Any) -> None:
+    """unfold_window2d with bands of a given height (the launcher picks one output row per
+    band for images this small): bands that end inside the image, a partial last band, column
+    rows that are and are not whole 16-byte chunks, strided inputs."""
+    from dmlserve.kernels.cupy_backend._common import opaque
+    from dmlserve.kernels.cupy_backend.unfold import window2d_plan
+
+    rng = np.random.default_rng(14)
+    cases = [case for case in WINDOW_CASES if len(case[0]) == 2 and max(case[1]) <= 8]
+    cases.append(((16, 16), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)))  # rows of 16 blocks
+    cases.append(((16, 16), (4, 4), (2, 2), (1, 1), (1, 1), (1, 1)))  # stride 2, rows of 8
+    for case in cases:
+        for layout in ("contiguous", "offset", "sliced"):
+            host = random_array((2, 3, *case[0]), dtype, rng)
+            window = window_of(case)
+
+            def run(x: Any, window: Window) -> Any:
+                strides = [s // x.dtype.itemsize for s in x.strides]
+                plan = window2d_plan(x.shape, strides, x.dtype.itemsize, window, band_rows)
+                assert plan is not None
+                return opaque(plan).run(x)
+
+            check(run, reference.unfold, host, layout, (window,))
