@@ -104,14 +104,13 @@ if has conv-bench; then
   step bench-conv 150 python3 bench/bench_convolution_integer.py --json "$out/bench-conv.json"
 fi
 if has ncu; then
-  # Counters of the memory-bound kernels, each case's kernels run twice (bench --profile).
-  metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
-  metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
-  metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum
-  metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed.sum
-  metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
-  step ncu 240 ncu --clock-control none --csv --metrics "$metrics" \
-    -k 'regex:pad_|fold_|pool_' python3 bench/bench_kernels.py --profile
+  # Counters of the launchers' own kernels, each case's kernel run twice (bench --profile
+  # --chosen), summarised one line per case (bench/ncu_summary.py).
+  metrics=smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum
+  step ncu 300 ncu --clock-control none --csv --page details \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --metrics "$metrics" -k 'regex:pad_|fold_|pool_' python3 bench/bench_kernels.py --profile --chosen
+  python3 bench/ncu_summary.py "$out/ncu.log" >"$out/ncu-summary.md"
 fi
 if has service-bench; then
   # inline and batched at 16/64 connections, two rounds each server, then large and rss.
