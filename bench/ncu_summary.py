@@ -64,7 +64,14 @@ def main() -> None:
             break
         k = launches[2 * i]  # the first of the case's two launches
         name = re.sub(r"\(const.*", "", k["kernel"]).replace("void ", "")
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(k.get("Duration unit", ""))
+        scale = {
+            "ns": 1e-3,
+            "us": 1.0,
+            "ms": 1e3,
+            "nsecond": 1e-3,
+            "usecond": 1.0,
+            "msecond": 1e3,
+        }.get(k.get("Duration unit", ""))
         unit_us = number(k.get("Duration", "")) * (scale or float("nan"))
         print(
             f"| {case} | {name} | {unit_us:.1f} | {k.get('DRAM Throughput', '')} "
