@@ -26,8 +26,18 @@ from ._common import (
 
 __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 
-Path = Literal["packed", "bands", "strip", "rows", "rows16", "tiled", "direct"]
-PATHS: tuple[Path, ...] = ("packed", "bands", "strip", "rows", "rows16", "tiled", "direct")
+Path = Literal["eager", "packed", "bands", "strip", "rows", "rows16", "tiled", "direct"]
+PATHS: tuple[Path, ...] = (
+    "eager",
+    "packed",
+    "bands",
+    "strip",
+    "rows",
+    "rows16",
+    "tiled",
+    "direct",
+)
+BandPath = Literal["eager", "packed", "bands", "strip"]
 
 PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
 
@@ -126,12 +136,13 @@ def _strip_plan(
     window: Window,
     out3: list[int],
     p: np.ndarray,
-    path: Literal["packed", "bands", "strip"],
+    path: BandPath,
 ) -> Launch | None:
     """pool_strip over the 3-D form: 2-D pools walk H (the D axis of the kernel) with unit
-    rows, 1-D pools have unit D and H. With ``path`` "bands" or "packed", 1-D and 2-D pools go
-    to pool_bands or pool_packed instead: unit D, bands of rows down H, no walk (3-D pools keep
-    pool_strip, which already reads bands of rows at each step of its walk)."""
+    rows, 1-D pools have unit D and H. With ``path`` "bands", "packed" or "eager", 1-D and 2-D
+    pools go to pool_bands, pool_packed or pool_eager instead: unit D, bands of rows down H, no
+    walk (3-D pools keep pool_strip, which already reads bands of rows at each step of its
+    walk)."""
     n, c, *sizes = shape
     dims = len(sizes)
     bands = path != "strip" and dims < 3
@@ -196,8 +207,8 @@ def _plan(
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
     ``path`` forces a kernel where it applies (tests run every case through each; "strip",
-    "bands" and "packed" fall back to the others' choice where they do not); None chooses
-    pool_packed for overlapping small 2-D windows,
+    "bands", "packed" and "eager" fall back to the others' choice where they do not); None
+    chooses pool_eager or pool_packed for overlapping small 2-D windows,
     pool_strip for 3-D ones and 1-D ones that re-read much, pool_rows where windows re-read
     little, else pool_tiled, else pool_direct. "rows16" is pool_rows in its earlier form (a row's
     loads at a time, spans of at most 16 bytes), timed beside "rows".
@@ -232,12 +243,17 @@ def _plan(
     overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
     few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
     strip_fits = _strip_axes(window)
+    # pool_eager (pool_packed storing each output row once summed) where pool_packed takes more
+    # than 64 registers (ptxas, sm_90: FLOAT16 at H stride 1 76 -> 64, FLOAT32 at H stride 2
+    # 76 -> 64, so 4 CTAs of 256 per SM instead of 3): chosen by prediction, timed beside
+    # pool_packed; FLOAT32 at H stride 1 stays on pool_packed (64 registers either way).
     if path is None and overlapping and strip_fits:
         if dims == 2:
-            path = "packed"
+            over_64 = dtype.itemsize == 2 or window.strides[0] != 1
+            path = "eager" if over_64 else "packed"
         elif dims == 3 or not few_reads:
             path = "strip"
-    if path in ("strip", "bands", "packed"):
+    if path in ("strip", "bands", "packed", "eager"):
         if (
             strip_fits
             and (kernel := _strip_plan(shape, xs, dtype, window, out3, p, path)) is not None
