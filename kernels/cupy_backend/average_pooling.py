@@ -299,7 +299,7 @@ def _plan(
         k = [_constant(w) for w in window3.sizes]
         batch = path == "rows"
         grid = grid_for(total)
-        kernel = launch("average_pooling.cu", "pool_rows", dtype, idx, *k, v, batch, grid=grid)
+        kernel = launch("average_pooling_rows.cu", "pool_rows", dtype, idx, *k, v, batch, grid=grid)
         return Plan(out_shape, kernel, p)
 
     choice = choose_tile(out3, window3.sizes, stride3, dilation3)
