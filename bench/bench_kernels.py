@@ -322,13 +322,13 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
 
     for shape, k, s, p, dtype, paths in (
         ((32, 64, 112, 112), 3, 1, 1, np.float32, [None, "bands", "strip", "tiled"]),
-        ((32, 64, 112, 112), 3, 2, 1, np.float32, [None, "bands", "strip", "rows"]),
+        ((32, 64, 112, 112), 3, 2, 1, np.float32, [None, "packed", "bands", "strip", "rows"]),
         ((32, 64, 112, 112), 2, 2, 0, np.float32, [None, "rows16"]),
         ((32, 64, 112, 112), 2, 2, 0, np.float16, [None, "rows16"]),
-        ((32, 64, 112, 112), 3, 1, 1, np.float16, [None, "bands", "strip", "tiled"]),
+        ((32, 64, 112, 112), 3, 1, 1, np.float16, [None, "packed", "bands", "strip", "tiled"]),
         ((1, 64, 224, 224), 3, 1, 1, np.float32, [None, "bands", "strip", "tiled"]),
-        ((8, 32, 32, 64, 64), 3, 1, 1, np.float32, [None, "tiled"]),
-        ((8, 32, 32, 64, 64), 3, 2, 1, np.float32, [None, "rows"]),
+        ((8, 32, 32, 64, 64), 3, 1, 1, np.float32, [None, "ring", "tiled"]),
+        ((8, 32, 32, 64, 64), 3, 2, 1, np.float32, [None, "ring", "rows"]),
         ((8, 32, 32, 64, 64), 2, 2, 0, np.float32, [None, "rows16"]),
     ):
         for path in paths:

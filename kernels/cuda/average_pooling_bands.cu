@@ -131,8 +131,11 @@ template <bool C, typename A, typename B> struct Pick { typedef A type; };
 template <typename A, typename B> struct Pick<false, A, B> { typedef B type; };
 
 // Kernel axes as pool_strip's with a unit D axis (1-D and 2-D pools): item -> (plane, band, span).
-// PACKED: the rows as pool_packed holds them, else as pool_bands.
-template <typename T, int KH, int KW, int SH, int SW, int PW, int TY, int G, bool PACKED>
+// PACKED: the rows as pool_packed holds them, else as pool_bands. EAGER (with PACKED): each
+// output row is stored as soon as its last input row is summed, so only the sums of the KH
+// rows a window spans and the input rows not yet summed are live (FLOAT16 TY=4: 76 registers
+// otherwise, 3 CTAs of 256 per SM).
+template <typename T, int KH, int KW, int SH, int SW, int PW, int TY, int G, bool PACKED, bool EAGER = false>
 __device__ __forceinline__ void band(const T* __restrict__ x, T* __restrict__ y, const PoolParams& p) {
     constexpr int V = 16 / (int)sizeof(T);
     constexpr int RY = (TY - 1) * SH + KH;
@@ -166,18 +169,49 @@ __device__ __forceinline__ void band(const T* __restrict__ x, T* __restrict__ y,
             strip_load<T>(rows[r], plane + (long long)yy * xs_h, in, ix0, lane, IW, xs_w);
         }
     }
+    // Output row t of the band: one stepped pointer (Stepped<T>) or its offset formed per row.
+    auto out = [&](int t) {
+        return Stepped<T>::value ? y + (((long long)it.nc * OH + oy0) * OW + ox0) + (long long)t * OW
+                                 : y + (((long long)it.nc * OH + oy0 + t) * OW + ox0);
+    };
+    if constexpr (PACKED && EAGER) {
+        const bool stores = valid && ox0 < OW;
+        const float scale = p.include_padding ? __fdividef(1.0f, p.taps) : 1.0f;
+        float ps[TY][V];
+#pragma unroll
+        for (int t = 0; t < TY; ++t)
+#pragma unroll
+            for (int v = 0; v < V; ++v) ps[t][v] = -0.0f;  // as in strip_plane_sums
+#pragma unroll
+        for (int r = 0; r < RY; ++r) {
+            float hs[V];
+            rows[r].sums(lane, hs);
+#pragma unroll
+            for (int t = 0; t < TY; ++t) {
+                if (t * SH <= r && r < t * SH + KH) {
+#pragma unroll
+                    for (int v = 0; v < V; ++v) ps[t][v] += hs[v];
+                }
+                if (r != t * SH + KH - 1 || !stores || oy0 + t >= OH) continue;
+                if (p.include_padding) {
+                    strip_store_scaled<T>(out(t), ps[t], scale, ox0, OW);
+                } else {
+                    float div_w[V];
+#pragma unroll
+                    for (int v = 0; v < V; ++v) div_w[v] = (float)valid_taps(ox0 + v, SW, PW, 1, KW, p.size[2]);
+                    const float div_h = (float)valid_taps(oy0 + t, SH, p.pad_lo[1], 1, KH, p.size[1]);
+                    strip_store<T>(out(t), ps[t], div_h, div_w, ox0, OW);
+                }
+            }
+        }
+        return;
+    }
     float div_h[TY], div_w[V];
     strip_divisors<TY, V, KH, KW, SH, SW, PW>(p, oy0, ox0, div_h, div_w);
     const float div_d = p.include_padding ? p.taps : 1.0f;
     float ps[TY][V];
     strip_plane_sums<TY, KH, SH, RY, V>(rows, lane, ps);
     if (!valid || ox0 >= OW) return;
-    // Output row t of the band: one stepped pointer (Stepped<T>) or its offset formed per row.
-    T* const first_row = y + (((long long)it.nc * OH + oy0) * OW + ox0);
-    auto out = [&](int t) {
-        return Stepped<T>::value ? first_row + (long long)t * OW
-                                 : y + (((long long)it.nc * OH + oy0 + t) * OW + ox0);
-    };
     if constexpr (PACKED) {
         if (p.include_padding) {  // every output's divisor is taps: one reciprocal
             const float scale = __fdividef(1.0f, p.taps);
@@ -204,6 +238,12 @@ __global__ void __launch_bounds__(256) pool_packed(const T* __restrict__ x, T* _
     band<T, KH, KW, SH, SW, PW, TY, G, true>(x, y, p);
 }
 
+// pool_packed storing each output row as soon as it is summed (band's EAGER).
+template <typename T, int KH, int KW, int SH, int SW, int PW, int TY, int G>
+__global__ void __launch_bounds__(256) pool_eager(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
+    band<T, KH, KW, SH, SW, PW, TY, G, true, true>(x, y, p);
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -220,4 +260,11 @@ DML_POOL_PACKED(__half, 3, 3, 1, 1, 1, 4, 16)
 DML_POOL_PACKED(float, 3, 3, 2, 2, 1, 2, 16)
 DML_POOL_PACKED(__half, 3, 3, 2, 2, 1, 2, 16)
 DML_POOL_PACKED(float, 1, 2, 1, 1, 1, 1, 2)
+#define DML_POOL_EAGER(T, KH, KW, SH, SW, PW, TY, G) \
+    template __global__ void dml::pool_eager<T, KH, KW, SH, SW, PW, TY, G>(const T*, T*, const dml::PoolParams);
+DML_POOL_EAGER(float, 3, 3, 1, 1, 1, 4, 32)
+DML_POOL_EAGER(__half, 3, 3, 1, 1, 1, 4, 16)
+DML_POOL_EAGER(float, 3, 3, 2, 2, 1, 2, 16)
+DML_POOL_EAGER(__half, 3, 3, 2, 2, 1, 2, 16)
+DML_POOL_EAGER(float, 1, 2, 1, 1, 1, 1, 2)
 #endif

@@ -1,4 +1,4 @@
-// Shared by the AVERAGE_POOLING kernels (average_pooling.cu, average_pooling_strip.cu): the
+// Shared by the AVERAGE_POOLING kernels (average_pooling*.cu): the
 // parameter struct and the divisor arithmetic.
 #pragma once
 #include <cuda_fp16.h>

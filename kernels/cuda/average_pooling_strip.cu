@@ -17,7 +17,7 @@
 
 namespace dml {
 
-template <typename T, int KD, int KH, int KW, int SH, int SW, int PW, int TY, int G>
+template <typename T, int KD, int KH, int KW, int SH, int SW, int PW, int TY, int G, bool RING>
 __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __restrict__ y, const PoolParams p) {
     constexpr int V = 16 / (int)sizeof(T);
     constexpr int RY = (TY - 1) * SH + KH;  // input rows of one plane step
@@ -65,9 +65,14 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
         }
     };
 
-    float ring[KD][TY][V];
+    // RING: the last KD plane sums, shifted down a slot each step and added up at each emit.
+    // Otherwise running sums: part[k] holds the sum of the last k + 1 plane sums (oldest
+    // first), so an output is part[KD - 2] + the step's plane sums, added in the ring's order;
+    // KD - 1 slots instead of KD, and KD - 1 adds per element and step instead of moves and adds.
+    constexpr int SLOTS = RING ? KD : (KD > 1 ? KD - 1 : 1);
+    float ring[SLOTS][TY][V];
 #pragma unroll
-    for (int k = 0; k < KD; ++k)
+    for (int k = 0; k < SLOTS; ++k)
 #pragma unroll
         for (int t = 0; t < TY; ++t)
 #pragma unroll
@@ -82,16 +87,18 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
         if constexpr (PREFETCH) load(next, s + 1);
         float ps[TY][V];
         strip_plane_sums<TY, KH, SH, RY, V>(cur, lane, ps);
+        if constexpr (RING) {
 #pragma unroll
-        for (int k = 0; k + 1 < KD; ++k)
+            for (int k = 0; k + 1 < KD; ++k)
+#pragma unroll
+                for (int t = 0; t < TY; ++t)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) ring[k][t][v] = ring[k + 1][t][v];
 #pragma unroll
             for (int t = 0; t < TY; ++t)
 #pragma unroll
-                for (int v = 0; v < V; ++v) ring[k][t][v] = ring[k + 1][t][v];
-#pragma unroll
-        for (int t = 0; t < TY; ++t)
-#pragma unroll
-            for (int v = 0; v < V; ++v) ring[KD - 1][t][v] = ps[t][v];
+                for (int v = 0; v < V; ++v) ring[KD - 1][t][v] = ps[t][v];
+        }
 
         if (s == emit) {
             if (s < steps) {
@@ -105,9 +112,13 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
                     float sum[V];
 #pragma unroll
                     for (int v = 0; v < V; ++v) {
-                        sum[v] = 0.0f;
+                        if constexpr (RING) {
+                            sum[v] = 0.0f;
 #pragma unroll
-                        for (int k = 0; k < KD; ++k) sum[v] += ring[k][t][v];
+                            for (int k = 0; k < KD; ++k) sum[v] += ring[k][t][v];
+                        } else {
+                            sum[v] = KD > 1 ? ring[KD > 1 ? KD - 2 : 0][t][v] + ps[t][v] : ps[t][v];
+                        }
                     }
                     T* dst = y + ((((long long)nc * OD + od) * OH + oy) * OW + ox0);
                     strip_store<T>(dst, sum, div_d * div_h[t], div_w, ox0, OW);
@@ -115,6 +126,18 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
             }
             emit += sd;
             ++od;
+        }
+        if constexpr (!RING) {
+#pragma unroll
+            for (int k = SLOTS - 1; k > 0; --k)
+#pragma unroll
+                for (int t = 0; t < TY; ++t)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) ring[k][t][v] = ring[k - 1][t][v] + ps[t][v];
+#pragma unroll
+            for (int t = 0; t < TY; ++t)
+#pragma unroll
+                for (int v = 0; v < V; ++v) ring[0][t][v] = ps[t][v];
         }
         if constexpr (PREFETCH) {
 #pragma unroll
@@ -128,13 +151,20 @@ __global__ void __launch_bounds__(256) pool_strip(const T* __restrict__ x, T* __
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_POOL_STRIP(T, KD, KH, KW, SH, SW, PW, TY, G) \
-    template __global__ void dml::pool_strip<T, KD, KH, KW, SH, SW, PW, TY, G>(const T*, T*, const dml::PoolParams);
-DML_POOL_STRIP(float, 3, 1, 3, 1, 1, 1, 1, 32)
-DML_POOL_STRIP(__half, 3, 1, 3, 1, 1, 1, 1, 16)
-DML_POOL_STRIP(float, 3, 3, 3, 1, 1, 1, 4, 16)
-DML_POOL_STRIP(float, 3, 3, 3, 2, 2, 1, 2, 8)
-DML_POOL_STRIP(float, 3, 1, 3, 1, 2, 1, 1, 32)
-DML_POOL_STRIP(__half, 2, 2, 1, 2, 1, 0, 4, 4)
-DML_POOL_STRIP(float, 1, 1, 2, 1, 1, 1, 1, 2)
+#define DML_POOL_STRIP(T, KD, KH, KW, SH, SW, PW, TY, G, RING) \
+    template __global__ void dml::pool_strip<T, KD, KH, KW, SH, SW, PW, TY, G, RING>(const T*, T*, const dml::PoolParams);
+DML_POOL_STRIP(float, 3, 1, 3, 1, 1, 1, 1, 32, true)
+DML_POOL_STRIP(__half, 3, 1, 3, 1, 1, 1, 1, 16, true)
+DML_POOL_STRIP(float, 3, 3, 3, 1, 1, 1, 4, 16, true)
+DML_POOL_STRIP(float, 3, 3, 3, 2, 2, 1, 2, 8, true)
+DML_POOL_STRIP(float, 3, 1, 3, 1, 2, 1, 1, 32, true)
+DML_POOL_STRIP(__half, 2, 2, 1, 2, 1, 0, 4, 4, true)
+DML_POOL_STRIP(float, 1, 1, 2, 1, 1, 1, 1, 2, true)
+DML_POOL_STRIP(float, 3, 1, 3, 1, 1, 1, 1, 32, false)
+DML_POOL_STRIP(__half, 3, 1, 3, 1, 1, 1, 1, 16, false)
+DML_POOL_STRIP(float, 3, 3, 3, 1, 1, 1, 4, 16, false)
+DML_POOL_STRIP(float, 3, 3, 3, 2, 2, 1, 2, 8, false)
+DML_POOL_STRIP(float, 3, 1, 3, 1, 2, 1, 1, 32, false)
+DML_POOL_STRIP(__half, 2, 2, 1, 2, 1, 0, 4, 4, false)
+DML_POOL_STRIP(float, 1, 1, 2, 1, 1, 1, 1, 2, false)
 #endif

@@ -26,8 +26,19 @@ from ._common import (
 
 __all__ = ["PATHS", "average_pooling", "average_pooling_on"]
 
-Path = Literal["packed", "bands", "strip", "rows", "rows16", "tiled", "direct"]
-PATHS: tuple[Path, ...] = ("packed", "bands", "strip", "rows", "rows16", "tiled", "direct")
+Path = Literal["eager", "packed", "bands", "strip", "ring", "rows", "rows16", "tiled", "direct"]
+PATHS: tuple[Path, ...] = (
+    "eager",
+    "packed",
+    "bands",
+    "strip",
+    "ring",
+    "rows",
+    "rows16",
+    "tiled",
+    "direct",
+)
+BandPath = Literal["eager", "packed", "bands", "strip", "ring"]
 
 PARAMS = param_struct("average_pooling.cu", "dml::PoolParams")
 
@@ -38,6 +49,10 @@ SPECIALISED_WINDOWS = (1, 2, 3)
 TILE_VECTOR = 1
 # pool_strip: warps to aim for per SM when choosing the D runs (more runs re-read more halo).
 STRIP_WARPS_PER_SM = 32
+# ... for 3-D pools at D stride 1 (each run re-reads KD - 1 planes): measured on an H200
+# (knob sweep, 8x32x32x64x64 k3s1) 85.7 us at 16 against 89.6 at 32; k3s2 lost at 16 (50.5
+# against 45.3 us). The "ring" path keeps 32.
+STRIP_WARPS_PER_SM_UNIT_D = 16
 # pool_rows reads every tap from global memory (L1/L2 absorb the re-reads): it beat the tiles
 # while each input element is read at most ~3.4 times per output plane pass (k3s2: 2-D
 # 57 vs 75 us, 3-D 94 vs 114 us) and lost at 9 and 27 reads (k3s1 2-D, 3-D).
@@ -126,15 +141,16 @@ def _strip_plan(
     window: Window,
     out3: list[int],
     p: np.ndarray,
-    path: Literal["packed", "bands", "strip"],
+    path: BandPath,
 ) -> Launch | None:
     """pool_strip over the 3-D form: 2-D pools walk H (the D axis of the kernel) with unit
-    rows, 1-D pools have unit D and H. With ``path`` "bands" or "packed", 1-D and 2-D pools go
-    to pool_bands or pool_packed instead: unit D, bands of rows down H, no walk (3-D pools keep
-    pool_strip, which already reads bands of rows at each step of its walk)."""
+    rows, 1-D pools have unit D and H. With ``path`` "bands", "packed" or "eager", 1-D and 2-D
+    pools go to pool_bands, pool_packed or pool_eager instead: unit D, bands of rows down H, no
+    walk (3-D pools keep pool_strip, which already reads bands of rows at each step of its
+    walk)."""
     n, c, *sizes = shape
     dims = len(sizes)
-    bands = path != "strip" and dims < 3
+    bands = path not in ("strip", "ring") and dims < 3
     # kernel axes (D, H, W) <- pool axes
     two_d = (None, 0, 1) if bands else (0, None, 1)
     axes = {1: (None, None, 0), 2: two_d, 3: (0, 1, 2)}[dims]
@@ -152,7 +168,8 @@ def _strip_plan(
     ty = min(4 if s3[1] == 1 else 2, 1 << max(0, (o3[1] - 1).bit_length()))
     tiles = -(-o3[1] // ty)
     per_run = n * c * tiles * spans
-    want = sm_count() * STRIP_WARPS_PER_SM * 32
+    unit_d = dims == 3 and s3[0] == 1 and path != "ring"
+    want = sm_count() * (STRIP_WARPS_PER_SM_UNIT_D if unit_d else STRIP_WARPS_PER_SM) * 32
     runs = max(1, min(o3[0], -(-want // (per_run * lanes))))
     run_planes = -(-o3[0] // runs)
     runs = -(-o3[0] // run_planes)
@@ -180,6 +197,7 @@ def _strip_plan(
         pad3[2],
         ty,
         lanes,
+        *(() if bands else (path == "ring",)),
         grid=(-(-items // groups), 1, 1),
     )
 
@@ -196,8 +214,9 @@ def _plan(
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
     ``path`` forces a kernel where it applies (tests run every case through each; "strip",
-    "bands" and "packed" fall back to the others' choice where they do not); None chooses
-    pool_packed for overlapping small 2-D windows,
+    "ring", "bands", "packed" and "eager" fall back to the others' choice where they do not;
+    "ring" is pool_strip in its earlier form, a ring of plane sums, timed beside it); None
+    chooses pool_eager or pool_packed for overlapping small 2-D windows,
     pool_strip for 3-D ones and 1-D ones that re-read much, pool_rows where windows re-read
     little, else pool_tiled, else pool_direct. "rows16" is pool_rows in its earlier form (a row's
     loads at a time, spans of at most 16 bytes), timed beside "rows".
@@ -232,12 +251,17 @@ def _plan(
     overlapping = any(k > st for k, st in zip(window.sizes, window.strides, strict=True))
     few_reads = reads_per_element(window.sizes, window.strides) <= ROWS_MAX_READS
     strip_fits = _strip_axes(window)
+    # pool_eager (pool_packed storing each output row once summed) where pool_packed takes more
+    # than 64 registers (ptxas, sm_90: FLOAT16 at H stride 1 76 -> 64, FLOAT32 at H stride 2
+    # 76 -> 64, so 4 CTAs of 256 per SM instead of 3): chosen by prediction, timed beside
+    # pool_packed; FLOAT32 at H stride 1 stays on pool_packed (64 registers either way).
     if path is None and overlapping and strip_fits:
         if dims == 2:
-            path = "packed"
+            over_64 = dtype.itemsize == 2 or window.strides[0] != 1
+            path = "eager" if over_64 else "packed"
         elif dims == 3 or not few_reads:
             path = "strip"
-    if path in ("strip", "bands", "packed"):
+    if path in ("strip", "ring", "bands", "packed", "eager"):
         if (
             strip_fits
             and (kernel := _strip_plan(shape, xs, dtype, window, out3, p, path)) is not None
@@ -275,7 +299,7 @@ def _plan(
         k = [_constant(w) for w in window3.sizes]
         batch = path == "rows"
         grid = grid_for(total)
-        kernel = launch("average_pooling.cu", "pool_rows", dtype, idx, *k, v, batch, grid=grid)
+        kernel = launch("average_pooling_rows.cu", "pool_rows", dtype, idx, *k, v, batch, grid=grid)
         return Plan(out_shape, kernel, p)
 
     choice = choose_tile(out3, window3.sizes, stride3, dilation3)

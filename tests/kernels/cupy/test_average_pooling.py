@@ -20,7 +20,7 @@ from ._support import LAYOUTS, check, float_rtol, launcher, random_array
 
 pytestmark = pytest.mark.gpu
 
-PATHS = [None, "packed", "bands", "strip", "rows", "rows16", "tiled", "direct"]
+PATHS = [None, "eager", "packed", "bands", "strip", "ring", "rows", "rows16", "tiled", "direct"]
 
 # (spatial sizes, window, strides, dilations, start, end)
 CASES = [
@@ -68,7 +68,7 @@ def test_average_pooling(dtype: Any, include_padding: bool, layout: str, path: A
         check(_pool(path), reference.average_pooling, host, layout, args, float_rtol(dtype))
 
 
-@pytest.mark.parametrize("path", ["strip", "bands", "packed"])
+@pytest.mark.parametrize("path", ["strip", "ring", "bands", "packed", "eager"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=str)
 @pytest.mark.parametrize("include_padding", [True, False])
 def test_strip_runs_down_long_planes(include_padding: bool, dtype: Any, path: str) -> None:
