@@ -263,7 +263,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         16,
         16,
         0,
-        (None, "slabs", "patches", "chunks"),
+        (None, "squares", "slabs", "patches", "chunks"),
     )
     folds = (None, "window2d_chunks", "chunks")
     unfolds = (None, "window2d", "chunks")

@@ -6,9 +6,10 @@
 // is affine in the innermost block index (pos = b*stride + k*dilation - pad), so the inner
 // loop only adds the stride and carries into the outer block dims when a block row ends.
 // Padding taps are written as zeros explicitly: the output is never pre-filled.
-// Non-overlapping 2-D windows take unfold_slabs instead (patches.cuh): a shared-memory
-// transpose of one window row's slab per CTA, long 16-byte runs on both sides
-// (unfold_patches, the tile transpose, stays forceable).
+// Non-overlapping 2-D windows take unfold_squares instead (patches.cuh) where window rows
+// and column rows are whole 16-byte chunks: a V x V square per thread transposed in
+// registers; else unfold_slabs: a shared-memory transpose of one window row's slab per CTA,
+// long 16-byte runs on both sides (unfold_patches, the tile transpose, stays forceable).
 // Small 2-D windows take unfold_window2d: the input rows a band of output rows reads are
 // staged in shared memory once, then every column row is written with 16-byte stores from
 // there (unfold_chunks gathers each element from global memory for every tap that reads it).
@@ -152,6 +153,16 @@ unfold_slabs(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYT
     slab_to_columns<BYTES, IDX>(x, y, p);
 }
 
+// UNFOLD of non-overlapping 2-D windows, one V x V square per thread transposed in
+// registers (patches.cuh), where window rows and column rows are whole chunks. 4- and
+// 8-byte words in 32 registers (4-byte: one 8-byte spill, an L1 store and load per thread):
+// 8 CTAs, a full SM of threads.
+template <int BYTES, typename IDX>
+__global__ void __launch_bounds__(PATCH_THREADS, BYTES >= 4 ? 8 : 4)
+unfold_squares(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+               const PatchParams p) {
+    move_squares<BYTES, true, SameBits, IDX>(x, y, p);
+}
 
 // 2-D windows of compile-time size KH x KW (unfold_window2d). A CTA owns one band of R
 // output rows of one (n, c) plane: the input rows those rows read (padding included, as
@@ -312,6 +323,9 @@ template __global__ void dml::unfold_slabs<4, int>(const unsigned int*, unsigned
 template __global__ void dml::unfold_slabs<2, long long>(const unsigned short*, unsigned short*, const dml::PatchParams);
 template __global__ void dml::unfold_slabs<1, int>(const unsigned char*, unsigned char*, const dml::PatchParams);
 template __global__ void dml::unfold_slabs<8, int>(const unsigned long long*, unsigned long long*, const dml::PatchParams);
+template __global__ void dml::unfold_squares<4, int>(const unsigned int*, unsigned int*, const dml::PatchParams);
+template __global__ void dml::unfold_squares<2, long long>(const unsigned short*, unsigned short*, const dml::PatchParams);
+template __global__ void dml::unfold_squares<8, int>(const unsigned long long*, unsigned long long*, const dml::PatchParams);
 template __global__ void dml::unfold_window2d<4, 3, 3, int>(const unsigned int*, unsigned int*, const dml::UnfoldWindowParams);
 template __global__ void dml::unfold_window2d<4, 4, 4, int>(const unsigned int*, unsigned int*, const dml::UnfoldWindowParams);
 template __global__ void dml::unfold_window2d<2, 3, 3, long long>(const unsigned short*, unsigned short*, const dml::UnfoldWindowParams);

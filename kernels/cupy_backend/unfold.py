@@ -21,12 +21,12 @@ from ._common import (
     plan_cache,
     sm_count,
 )
-from ._patches import TILE_BYTES, patch_plan, slab_plan
+from ._patches import TILE_BYTES, patch_plan, slab_plan, squares_plan
 
 __all__ = ["PATHS", "unfold", "unfold_on", "window2d_plan"]
 
-Path = Literal["slabs", "patches", "window2d", "chunks"]
-PATHS: tuple[Path, ...] = ("slabs", "patches", "window2d", "chunks")
+Path = Literal["squares", "slabs", "patches", "window2d", "chunks"]
+PATHS: tuple[Path, ...] = ("squares", "slabs", "patches", "window2d", "chunks")
 
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
 WINDOW_PARAMS = param_struct("unfold.cu", "dml::UnfoldWindowParams")
@@ -50,12 +50,13 @@ def _plan(
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
     ``path`` forces a kernel (tests run every case through each). Where the windows tile the
-    image without overlap (patches.cuh) None and "slabs" take unfold_slabs, "patches" the
-    tile transpose unfold_patches; elsewhere None and "window2d" take unfold_window2d where
-    `window2d_plan` applies (2-D windows); everything else, and where a slab outgrows its
-    shared-memory budget, unfold_chunks. The tile transpose writes the columns in 112-byte
-    runs on a ViT patching (55 us against the chunk kernel's 42, H100); a slab is one run of
-    KW*BH*BW.
+    image without overlap (patches.cuh) None and "squares" take the register transpose
+    unfold_squares where window rows and column rows are whole 16-byte chunks, None and
+    "slabs" unfold_slabs, "patches" the tile transpose unfold_patches; elsewhere None and
+    "window2d" take unfold_window2d where `window2d_plan` applies (2-D windows); everything
+    else, and where a slab outgrows its shared-memory budget, unfold_chunks. The tile
+    transpose writes the columns in 112-byte runs on a ViT patching (55 us against the chunk
+    kernel's 42, H100); a slab is one run of KW*BH*BW.
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -69,6 +70,12 @@ def _plan(
 
     xs = [s // itemsize for s in byte_strides]
     col_strides = (c * taps * length, length, 1)
+    if path in (None, "squares"):
+        squares = squares_plan(
+            shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_squares", itemsize
+        )
+        if squares is not None:
+            return squares
     if path in (None, "slabs"):
         slabs = slab_plan(
             shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_slabs", itemsize
@@ -177,8 +184,9 @@ def window2d_plan(
 
 
 def unfold_on(path: Path | None, x: Any, window: Window) -> Any:
-    """`unfold` through the kernel `path` (None: the launcher's choice; "slabs" and "patches"
-    fall back to "chunks" where the windows overlap or do not tile the image)."""
+    """`unfold` through the kernel `path` (None: the launcher's choice; "squares", "slabs"
+    and "patches" fall back to "chunks" where the windows overlap or do not tile the image,
+    "squares" also where rows are not whole chunks)."""
     return _plan(x.shape, x.strides, x.dtype.itemsize, window, path).run(x)
 
 

@@ -15,17 +15,22 @@ from dmlserve.kernels.geometry import Window
 from ._support import (
     ALL_DTYPES,
     LAYOUTS,
+    SQUARE_CASES,
     WINDOW_CASES,
+    assert_matches,
     check,
+    device_view,
     launcher,
+    misaligned_copy,
     random_array,
+    square_window,
     window_of,
 )
 
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "slabs", "patches", "window2d", "chunks"]
+PATHS = [None, "squares", "slabs", "patches", "window2d", "chunks"]
 
 
 def _unfold(path: Any) -> Any:
@@ -117,3 +122,34 @@ def test_window2d_bands(band_rows: int, dtype: Any) -> None:
                 return opaque(plan).run(x)
 
             check(run, reference.unfold, host, layout, (window,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int16], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "misaligned", "broadcast"])
+def test_squares(dtype: Any, layout: str) -> None:
+    """unfold_squares takes every case whose rows are whole chunks (its plan exists) and is
+    bit-exact: squares across block rows, a buffer that starts mid-chunk (elements moved
+    one by one), a broadcast batch (stride 0)."""
+    from dmlserve.kernels.cupy_backend._patches import squares_plan
+
+    rng = np.random.default_rng(15)
+    v = 16 // np.dtype(dtype).itemsize
+    taken = 0
+    for case in SQUARE_CASES:
+        host = random_array((2, 3, *case[0]), dtype, rng)
+        window = window_of(square_window(case))
+        if layout == "misaligned":
+            dev, values = misaligned_copy(host), host
+        else:
+            dev, values = device_view(host, layout)
+        strides = [s // host.itemsize for s in dev.strides]
+        length = int(np.prod(window.blocks(case[0])))
+        plan = squares_plan(
+            host.shape, strides, (3 * window.taps * length, length, 1), window, host.itemsize,
+            True, "unfold.cu", "unfold_squares", host.itemsize,
+        )  # fmt: skip
+        whole = case[1][1] % v == 0 and length % v == 0
+        assert (plan is not None) == whole
+        taken += whole
+        assert_matches(_unfold("squares")(dev, window), reference.unfold(values, window))
+    assert taken >= 1
