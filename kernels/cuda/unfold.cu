@@ -187,16 +187,24 @@ struct UnfoldWindowParams {
     int rows_in;                // input rows a band reads: (R - 1) * sh + (KH - 1) * dh + 1
     int pitch;                  // slots per staged row: sw * phase_len
     int phase_len;              // slots per phase: ceil(staged columns / sw)
+    int chunked;                // 1: stage by 16-byte chunks of input row, 0: element-wise
+    int chunk_x0;               // input column of the first staged chunk (a multiple of V)
+    int staged_cols;            // staged columns: (OW - 1) * sw + (KW - 1) * dw + 1
     FastDivmod out_w_div;       // division by OW
     FastDivmod bands_div;       // division by bands per plane
     FastDivmod channel_div;     // division by C
     FastDivmod pitch_div;       // division by pitch
     FastDivmod phase_div;       // division by phase_len
+    FastDivmod row_chunks_div;  // division by chunks per staged row
+    FastDivmod stride_w_div;    // division by sw
     int tap_offset[64];         // slot offset of tap t = ky * KW + kx
 };
 
 // Slot loads per thread in flight before the first shared-memory store.
 const int WINDOW2D_BATCH = 4;
+// Chunk loads the same (stage_window_chunks): 2 x 16 bytes, twice the element loop's bytes;
+// 4 spill at 40 registers.
+const int WINDOW2D_CHUNK_BATCH = 2;
 
 // The band's part of column rows from shared memory: `seg` elements of each row, the first
 // of tap t at first + t * blocks. ALL_TAPS: the rows are whole numbers of chunks, so every
@@ -257,22 +265,12 @@ __device__ __forceinline__ void window_chunks(const typename Bits<BYTES>::type* 
     }
 }
 
-// 6 CTAs per SM: 40 registers without spills at every width but 1 byte (16 slots a chunk).
-template <int BYTES, int KH, int KW, typename IDX>
-__global__ void __launch_bounds__(256, BYTES >= 2 ? 6 : 4)
-unfold_window2d(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
-                const UnfoldWindowParams p) {
+// Staged input rows, one element per load: any strides (unfold_window2d).
+template <int BYTES, typename IDX>
+__device__ __forceinline__ void stage_window_elements(typename Bits<BYTES>::type* tile,
+                                                      const typename Bits<BYTES>::type* image, int iy0,
+                                                      const UnfoldWindowParams& p) {
     typedef typename Bits<BYTES>::type T;
-    const int TAPS = KH * KW;
-    T* tile = dynamic_smem<T>();
-    IDX plane, band, n, c;
-    divmod<IDX>((IDX)blockIdx.x, p.bands_div, plane, band);
-    divmod<IDX>(plane, p.channel_div, n, c);
-    const int oy0 = (int)band * p.band_rows;
-    const int iy0 = oy0 * p.stride_h - p.pad_top;
-    const T* image = x + (n * (IDX)p.x_stride_n + c * (IDX)p.x_stride_c);
-
-    // Input rows -> shared memory, zeros where a slot falls in the padding or past the image.
     const int slots = p.rows_in * p.pitch;
     for (int i0 = threadIdx.x; i0 < slots; i0 += WINDOW2D_BATCH * blockDim.x) {
         T v[WINDOW2D_BATCH];
@@ -292,6 +290,88 @@ unfold_window2d(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<
             const int i = i0 + u * (int)blockDim.x;
             if (i < slots) tile[i] = v[u];
         }
+    }
+}
+
+// Staged input rows by 16-byte chunks of input row (unfold_window2d, `chunked`): the rows have
+// unit element stride and start on chunk boundaries, so a chunk that lies inside the image is
+// one load; its elements go to their slots (phase and position walked, not divided, per
+// element), those in the padding as zeros. ~7 instructions per staged element where the
+// element-wise loop takes ~40.
+template <int BYTES, typename IDX>
+__device__ __forceinline__ void stage_window_chunks(typename Bits<BYTES>::type* tile,
+                                                    const typename Bits<BYTES>::type* image, int iy0,
+                                                    const UnfoldWindowParams& p) {
+    typedef typename Bits<BYTES>::type T;
+    const int V = Chunk<BYTES>::N;
+    const int row_chunks = (int)p.row_chunks_div.d;
+    const int items = p.rows_in * row_chunks;
+    const int x_lo = -p.pad_left;  // input column of staged column 0
+    for (int i0 = threadIdx.x; i0 < items; i0 += WINDOW2D_CHUNK_BATCH * blockDim.x) {
+        Chunk<BYTES> buf[WINDOW2D_CHUNK_BATCH];
+#pragma unroll
+        for (int u = 0; u < WINDOW2D_CHUNK_BATCH; ++u) {
+            const int i = i0 + u * (int)blockDim.x;
+            const int r = (int)fast_div((unsigned)i, p.row_chunks_div);
+            const int cx = p.chunk_x0 + (i - r * row_chunks) * V;
+            const int iy = iy0 + r;
+            const T* at = image + ((IDX)iy * (IDX)p.x_stride_h + (IDX)cx);
+            buf[u].v = make_uint4(0, 0, 0, 0);
+            if (i < items && (unsigned)iy < (unsigned)p.height) {
+                if (cx >= 0 && cx + V <= p.width) {
+                    buf[u].v = __ldg(reinterpret_cast<const uint4*>(at));
+                } else {
+#pragma unroll
+                    for (int k = 0; k < V; ++k) {
+                        if ((unsigned)(cx + k) < (unsigned)p.width) buf[u].e[k] = __ldg(at + k);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < WINDOW2D_CHUNK_BATCH; ++u) {
+            const int i = i0 + u * (int)blockDim.x;
+            if (i >= items) break;
+            const int r = (int)fast_div((unsigned)i, p.row_chunks_div);
+            const int q0 = p.chunk_x0 + (i - r * row_chunks) * V - x_lo;  // staged column
+            // Staged column q sits at phase q % sw, position q / sw; q0 may be negative.
+            const int qb = q0 + V * p.stride_w;  // >= 0: chunk_x0 >= x_lo - V
+            const int pb = (int)fast_div((unsigned)qb, p.stride_w_div);
+            int phase = qb - pb * p.stride_w;
+            int pos = pb - V;
+            T* row = tile + r * p.pitch;
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                if ((unsigned)(q0 + k) < (unsigned)p.staged_cols) row[phase * p.phase_len + pos] = buf[u].e[k];
+                if (++phase == p.stride_w) {
+                    phase = 0;
+                    ++pos;
+                }
+            }
+        }
+    }
+}
+
+// 6 CTAs per SM: 40 registers without spills at every width but 1 byte (16 slots a chunk).
+template <int BYTES, int KH, int KW, typename IDX>
+__global__ void __launch_bounds__(256, BYTES >= 2 ? 6 : 4)
+unfold_window2d(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+                const UnfoldWindowParams p) {
+    typedef typename Bits<BYTES>::type T;
+    const int TAPS = KH * KW;
+    T* tile = dynamic_smem<T>();
+    IDX plane, band, n, c;
+    divmod<IDX>((IDX)blockIdx.x, p.bands_div, plane, band);
+    divmod<IDX>(plane, p.channel_div, n, c);
+    const int oy0 = (int)band * p.band_rows;
+    const int iy0 = oy0 * p.stride_h - p.pad_top;
+    const T* image = x + (n * (IDX)p.x_stride_n + c * (IDX)p.x_stride_c);
+
+    // Input rows -> shared memory, zeros where a slot falls in the padding or past the image.
+    if (p.chunked && ((unsigned long long)image & 15) == 0) {
+        stage_window_chunks<BYTES, IDX>(tile, image, iy0, p);
+    } else {
+        stage_window_elements<BYTES, IDX>(tile, image, iy0, p);
     }
     __syncthreads();
 

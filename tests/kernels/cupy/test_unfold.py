@@ -30,7 +30,7 @@ from ._support import (
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "squares", "slabs", "patches", "window2d", "chunks"]
+PATHS = [None, "squares", "slabs", "patches", "window2d", "window2d_elements", "chunks"]
 
 
 def _unfold(path: Any) -> Any:
@@ -102,7 +102,8 @@ def test_slab_at_its_shared_memory_budget(over: bool) -> None:
 def test_window2d_bands(band_rows: int, dtype: Any) -> None:
     """unfold_window2d with bands of a given height (the launcher picks one output row per
     band for images this small): bands that end inside the image, a partial last band, column
-    rows that are and are not whole 16-byte chunks, strided inputs."""
+    rows that are and are not whole 16-byte chunks, input rows staged by chunks (contiguous)
+    and element by element (strided, or a buffer that starts mid-chunk)."""
     from dmlserve.kernels.cupy_backend._common import opaque
     from dmlserve.kernels.cupy_backend.unfold import window2d_plan
 
@@ -111,7 +112,7 @@ def test_window2d_bands(band_rows: int, dtype: Any) -> None:
     cases.append(((16, 16), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)))  # rows of 16 blocks
     cases.append(((16, 16), (4, 4), (2, 2), (1, 1), (1, 1), (1, 1)))  # stride 2, rows of 8
     for case in cases:
-        for layout in ("contiguous", "offset", "sliced"):
+        for layout in ("contiguous", "offset", "sliced", "misaligned"):
             host = random_array((2, 3, *case[0]), dtype, rng)
             window = window_of(case)
 
@@ -121,7 +122,10 @@ def test_window2d_bands(band_rows: int, dtype: Any) -> None:
                 assert plan is not None
                 return opaque(plan).run(x)
 
-            check(run, reference.unfold, host, layout, (window,))
+            if layout == "misaligned":
+                assert_matches(run(misaligned_copy(host), window), reference.unfold(host, window))
+            else:
+                check(run, reference.unfold, host, layout, (window,))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int16], ids=str)
