@@ -111,6 +111,7 @@ def test_window2d_bands(band_rows: int, dtype: Any) -> None:
     cases = [case for case in WINDOW_CASES if len(case[0]) == 2 and max(case[1]) <= 8]
     cases.append(((16, 16), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)))  # rows of 16 blocks
     cases.append(((16, 16), (4, 4), (2, 2), (1, 1), (1, 1), (1, 1)))  # stride 2, rows of 8
+    cases.append(((12, 16), (3, 3), (2, 2), (2, 2), (1, 2), (2, 1)))  # dilated, stride 2
     for case in cases:
         for layout in ("contiguous", "offset", "sliced", "misaligned"):
             host = random_array((2, 3, *case[0]), dtype, rng)
