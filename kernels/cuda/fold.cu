@@ -9,14 +9,14 @@
 // step down by dilation/g. The summation order is fixed (window offsets row-major), so
 // results are bitwise deterministic. Integers wrap in their own width (unsigned arithmetic),
 // FLOAT16 accumulates in float32. Non-overlapping 2-D windows take fold_squares instead
-// (patches.cuh) where window rows and column rows are whole 16-byte chunks: one tap per
+// (squares.cuh) where window rows and column rows are whole 16-byte chunks: one tap per
 // element, a V x V square per thread transposed in registers; else fold_slabs, a
 // shared-memory transpose of one window row's slab per CTA (fold_patches, the tile
 // transpose, stays forceable).
 #include <cuda_fp16.h>
 
 #include "common.cuh"
-#include "patches.cuh"
+#include "squares.cuh"
 
 namespace dml {
 
@@ -350,7 +350,7 @@ fold_slabs(const T* __restrict__ cols, T* __restrict__ y, const PatchParams p) {
 }
 
 // FOLD of non-overlapping 2-D windows, one V x V square per thread transposed in registers
-// (patches.cuh), where window rows and column rows are whole chunks. 4- and 8-byte words in
+// (squares.cuh), where window rows and column rows are whole chunks. 4- and 8-byte words in
 // 32 registers (4-byte: one 8-byte spill, an L1 store and load per thread): 8 CTAs, a full
 // SM of threads.
 template <typename T, typename IDX>

@@ -29,7 +29,7 @@ Path = Literal["squares", "slabs", "patches", "window2d", "window2d_elements", "
 PATHS: tuple[Path, ...] = ("squares", "slabs", "patches", "window2d", "window2d_elements", "chunks")
 
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
-WINDOW_PARAMS = param_struct("unfold.cu", "dml::UnfoldWindowParams")
+WINDOW_PARAMS = param_struct("unfold_window2d.cu", "dml::UnfoldWindowParams")
 #: The largest window side unfold_window2d unrolls (its taps: UnfoldWindowParams.tap_offset).
 WINDOW2D_SIDE = 8
 #: Threads per CTA of unfold_window2d at most; a band is sized to one chunk per thread.
@@ -183,7 +183,7 @@ def window2d_plan(
     items = -(-(rows * ow + per_chunk - 1) // per_chunk)
     threads = min(WINDOW2D_THREADS, -(-items // 32) * 32)
     kernel = launch(
-        "unfold.cu",
+        "unfold_window2d.cu",
         "unfold_window2d",
         itemsize,
         kh,
