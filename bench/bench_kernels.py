@@ -288,10 +288,10 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
         16,
         16,
         0,
-        (None, "slabs", "patches", "chunks"),
+        (None, "squares", "slabs", "patches", "chunks"),
     )
     folds = (None, "window2d_chunks", "chunks")
-    unfolds = (None, "window2d", "chunks")
+    unfolds = (None, "window2d_elements", "chunks")
     unfold_case("3x3 s1 p1 8x64x64x64", (8, 64, 64, 64), 3, 1, 1, unfolds, folds)
     unfold_case("3x3 s1 p1 32x128x28x28", (32, 128, 28, 28), 3, 1, 1, unfolds, folds)
     folds4 = (None, "window2d", "window2d_chunks", "chunks")

@@ -63,6 +63,7 @@ if has memcheck; then
   memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles))"
   memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_fold and test_strided_inputs and float32) or (test_unrolled_2d_windows and float32)"
+  memcheck_k+=" or ((test_unfold or test_fold) and test_squares) or (test_window2d_bands and float32)"
   memcheck_k+=" or (test_average_pooling and (float32 and (bands or strip or rows) or packed))"
   memcheck_k+=" or (signedness_and_zero_points and auto) or (depthwise_zero_points and channel)"
   memcheck_k+=" or (signedness_and_zero_points and mma_sync and channel)"

@@ -8,13 +8,15 @@
 // k = k0, k0 + stride/g, ... (k0 from a modular inverse the host precomputes), whose blocks
 // step down by dilation/g. The summation order is fixed (window offsets row-major), so
 // results are bitwise deterministic. Integers wrap in their own width (unsigned arithmetic),
-// FLOAT16 accumulates in float32. Non-overlapping 2-D windows take fold_slabs instead
-// (patches.cuh): one tap per element, a shared-memory transpose of one window row's slab per
-// CTA (fold_patches, the tile transpose, stays forceable).
+// FLOAT16 accumulates in float32. Non-overlapping 2-D windows take fold_squares instead
+// (squares.cuh) where window rows and column rows are whole 16-byte chunks: one tap per
+// element, a V x V square per thread transposed in registers; else fold_slabs, a
+// shared-memory transpose of one window row's slab per CTA (fold_patches, the tile
+// transpose, stays forceable).
 #include <cuda_fp16.h>
 
 #include "common.cuh"
-#include "patches.cuh"
+#include "squares.cuh"
 
 namespace dml {
 
@@ -347,6 +349,18 @@ fold_slabs(const T* __restrict__ cols, T* __restrict__ y, const PatchParams p) {
                                                   reinterpret_cast<W*>(y), p);
 }
 
+// FOLD of non-overlapping 2-D windows, one V x V square per thread transposed in registers
+// (squares.cuh), where window rows and column rows are whole chunks. 4- and 8-byte words in
+// 32 registers (4-byte: one 8-byte spill, an L1 store and load per thread): 8 CTAs, a full
+// SM of threads.
+template <typename T, typename IDX>
+__global__ void __launch_bounds__(PATCH_THREADS, sizeof(T) >= 4 ? 8 : 4)
+fold_squares(const T* __restrict__ cols, T* __restrict__ y, const PatchParams p) {
+    typedef typename Bits<sizeof(T)>::type W;
+    move_squares<sizeof(T), false, SingleTap<T>, IDX>(reinterpret_cast<const W*>(cols),
+                                                      reinterpret_cast<W*>(y), p);
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -368,6 +382,9 @@ template __global__ void dml::fold_patches<float, int>(const float*, float*, con
 template __global__ void dml::fold_patches<__half, long long>(const __half*, __half*, const dml::PatchParams);
 template __global__ void dml::fold_patches<signed char, int>(const signed char*, signed char*, const dml::PatchParams);
 template __global__ void dml::fold_patches<double, int>(const double*, double*, const dml::PatchParams);
+template __global__ void dml::fold_squares<float, int>(const float*, float*, const dml::PatchParams);
+template __global__ void dml::fold_squares<__half, long long>(const __half*, __half*, const dml::PatchParams);
+template __global__ void dml::fold_squares<double, int>(const double*, double*, const dml::PatchParams);
 template __global__ void dml::fold_slabs<float, int>(const float*, float*, const dml::PatchParams);
 template __global__ void dml::fold_slabs<__half, long long>(const __half*, __half*, const dml::PatchParams);
 template __global__ void dml::fold_slabs<signed char, int>(const signed char*, signed char*, const dml::PatchParams);

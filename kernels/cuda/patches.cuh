@@ -18,6 +18,7 @@ struct PatchParams {
     long long image_stride_c;
     long long col_stride_n;     // column tensor element strides; its blocks are compact
     long long col_stride_r;
+    long long squares;          // squares: V x V squares in all (one per thread)
     int width;                  // W = blocks_w * window_w
     int window_h;               // KH
     int window_w;               // KW
@@ -33,6 +34,8 @@ struct PatchParams {
     FastDivmod channel_div;     // division by C
     FastDivmod row_chunks_div;  // slabs: division by row_chunks
     FastDivmod blocks_div;      // slabs: division by BH * BW
+    FastDivmod square_cols_div; // squares: division by KW / V
+    FastDivmod square_rows_div; // squares: division by BH * BW / V
 };
 
 const int PATCH_THREADS = 256;

@@ -14,12 +14,13 @@ from ._common import (
     Plan,
     chunks_per_row,
     fast_divmod,
+    grid_for,
     index_type,
     launch,
     param_struct,
 )
 
-__all__ = ["PARAMS", "patch_plan", "slab_plan"]
+__all__ = ["PARAMS", "patch_plan", "slab_plan", "squares_plan"]
 
 PARAMS = param_struct("patches.cuh", "dml::PatchParams")
 THREADS = 256  # PATCH_THREADS
@@ -29,6 +30,9 @@ TILE_BYTES = 32 * 1024
 # A plane is split into at least this many tiles where its block rows allow, so small planes
 # still spread over the SMs.
 MIN_TILES = 4
+#: The narrowest word the register transpose takes: a square of 1-byte words is 16 chunks
+#: (64 registers in, 64 out).
+SQUARE_MIN_ITEMSIZE = 2
 
 
 def _tile_rows(blocks_h: int, row_bytes: int) -> int:
@@ -180,5 +184,60 @@ def slab_plan(
         grid=(ctas, 1, 1),
         block=(THREADS, 1, 1),
         shared_mem=slab_bytes,
+    )
+    return Plan(cols_shape if to_columns else tuple(image_shape), kernel, p)
+
+
+def squares_plan(
+    image_shape: Sequence[int],
+    image_strides: Sequence[int],
+    col_strides: Sequence[int],
+    window: Window,
+    itemsize: int,
+    to_columns: bool,
+    source: str,
+    name: str,
+    *template_args: object,
+) -> Plan | None:
+    """The plan of the register transpose ``dml::name<template_args..., index type>`` (one
+    V x V square per thread, V = 16 / itemsize) when the window tiles the image exactly
+    without overlap, KW and BH*BW are multiples of V, and so are the image's and the column
+    tensor's outer strides (every chunk then lies on a chunk boundary of an aligned buffer),
+    for words of at least `SQUARE_MIN_ITEMSIZE` bytes; else None. ``to_columns``: image ->
+    columns (UNFOLD), else columns -> image (FOLD); the output is C-contiguous."""
+    tiling = _tiling(image_shape, image_strides, col_strides, window)
+    if tiling is None or itemsize < SQUARE_MIN_ITEMSIZE:
+        return None
+    n, c = image_shape[:2]
+    h, w, kh, kw = tiling
+    v = 16 // itemsize
+    blocks_h, blocks_w = h // kh, w // kw
+    length = blocks_h * blocks_w
+    outer = (*image_strides[:2], *col_strides[:2])
+    if kw % v or length % v or any(s % v for s in outer):
+        return None
+    squares = n * c * kh * (kw // v) * (length // v)
+    cols_shape = (n, c * kh * kw, length)
+    if squares + THREADS > INT32_LIMIT:
+        return None
+
+    p = np.zeros((), dtype=PARAMS)
+    p["image_stride_n"], p["image_stride_c"] = image_strides[:2]
+    p["col_stride_n"], p["col_stride_r"] = col_strides[:2]
+    p["squares"] = squares
+    p["width"], p["window_h"], p["window_w"] = w, kh, kw
+    p["blocks_h"], p["blocks_w"] = blocks_h, blocks_w
+    p["blocks_w_div"] = fast_divmod(blocks_w)
+    p["tiles_div"] = fast_divmod(kh)
+    p["channel_div"] = fast_divmod(c)
+    p["square_cols_div"] = fast_divmod(kw // v)
+    p["square_rows_div"] = fast_divmod(length // v)
+    kernel = launch(
+        source,
+        name,
+        *template_args,
+        _index_type(image_shape, image_strides, cols_shape, col_strides, squares + THREADS),
+        grid=grid_for(squares, THREADS),
+        block=(THREADS, 1, 1),
     )
     return Plan(cols_shape if to_columns else tuple(image_shape), kernel, p)

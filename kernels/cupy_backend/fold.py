@@ -20,12 +20,12 @@ from ._common import (
     param_struct,
     plan_cache,
 )
-from ._patches import patch_plan, slab_plan
+from ._patches import patch_plan, slab_plan, squares_plan
 
 __all__ = ["PATHS", "fold", "fold_on"]
 
-Path = Literal["slabs", "patches", "window2d", "window2d_chunks", "chunks"]
-PATHS: tuple[Path, ...] = ("slabs", "patches", "window2d", "window2d_chunks", "chunks")
+Path = Literal["squares", "slabs", "patches", "window2d", "window2d_chunks", "chunks"]
+PATHS: tuple[Path, ...] = ("squares", "slabs", "patches", "window2d", "window2d_chunks", "chunks")
 
 PARAMS = param_struct("fold.cu", "dml::FoldParams")
 
@@ -60,13 +60,14 @@ def _plan(
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
     ``path`` forces a kernel (tests run every case through each). Where the windows tile the
-    image without overlap (patches.cuh: one tap per element) None and "slabs" take
-    fold_slabs (one window row's slab per CTA; it needs the column rows of a slab to abut and
-    the slab to fit its shared-memory budget), None and "patches" the tile transpose
-    fold_patches; for small 2-D windows (`_window2d`) "window2d" takes fold_window2d with one
-    output element per thread, "window2d_chunks" the same kernel with a 16-byte chunk of
-    outputs per thread, None the latter where a chunk's taps fit `WINDOW2D_CHUNK_LOADS` loads,
-    else the former; everything else fold_chunks.
+    image without overlap (patches.cuh: one tap per element) None and "squares" take the
+    register transpose fold_squares where window rows and column rows are whole 16-byte
+    chunks, None and "slabs" fold_slabs (one window row's slab per CTA; it needs the column
+    rows of a slab to abut and the slab to fit its shared-memory budget), None and "patches"
+    the tile transpose fold_patches; for small 2-D windows (`_window2d`) "window2d" takes
+    fold_window2d with one output element per thread, "window2d_chunks" the same kernel with
+    a 16-byte chunk of outputs per thread, None the latter where a chunk's taps fit
+    `WINDOW2D_CHUNK_LOADS` loads, else the former; everything else fold_chunks.
     """
     strides, dilations = window.strides, window.dilations
     n, rows, _ = shape
@@ -81,6 +82,12 @@ def _plan(
     itemsize = dtype.itemsize
     xs = [s // itemsize for s in byte_strides]
     image_strides = (c * math.prod(output_sizes), math.prod(output_sizes), output_sizes[-1], 1)
+    if path in (None, "squares"):
+        squares = squares_plan(
+            out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_squares", dtype
+        )
+        if squares is not None:
+            return squares
     if path in (None, "slabs"):
         slabs = slab_plan(
             out_shape, image_strides, xs, window, itemsize, False, "fold.cu", "fold_slabs", dtype
@@ -163,6 +170,6 @@ def fold(x: Any, output_sizes: Sequence[int], window: Window) -> Any:
 
 
 def fold_on(path: Path | None, x: Any, output_sizes: Sequence[int], window: Window) -> Any:
-    """`fold` through the kernel `path` (None: the launcher's choice; "slabs", "patches" and
-    the "window2d" paths fall back to "chunks" where they do not apply)."""
+    """`fold` through the kernel `path` (None: the launcher's choice; "squares", "slabs",
+    "patches" and the "window2d" paths fall back to "chunks" where they do not apply)."""
     return _plan(x.shape, x.strides, x.dtype, tuple(output_sizes), window, path).run(x)

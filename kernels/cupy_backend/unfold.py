@@ -21,15 +21,15 @@ from ._common import (
     plan_cache,
     sm_count,
 )
-from ._patches import TILE_BYTES, patch_plan, slab_plan
+from ._patches import TILE_BYTES, patch_plan, slab_plan, squares_plan
 
 __all__ = ["PATHS", "unfold", "unfold_on", "window2d_plan"]
 
-Path = Literal["slabs", "patches", "window2d", "chunks"]
-PATHS: tuple[Path, ...] = ("slabs", "patches", "window2d", "chunks")
+Path = Literal["squares", "slabs", "patches", "window2d", "window2d_elements", "chunks"]
+PATHS: tuple[Path, ...] = ("squares", "slabs", "patches", "window2d", "window2d_elements", "chunks")
 
 PARAMS = param_struct("unfold.cu", "dml::UnfoldParams")
-WINDOW_PARAMS = param_struct("unfold.cu", "dml::UnfoldWindowParams")
+WINDOW_PARAMS = param_struct("unfold_window2d.cu", "dml::UnfoldWindowParams")
 #: The largest window side unfold_window2d unrolls (its taps: UnfoldWindowParams.tap_offset).
 WINDOW2D_SIDE = 8
 #: Threads per CTA of unfold_window2d at most; a band is sized to one chunk per thread.
@@ -50,12 +50,15 @@ def _plan(
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
     ``path`` forces a kernel (tests run every case through each). Where the windows tile the
-    image without overlap (patches.cuh) None and "slabs" take unfold_slabs, "patches" the
-    tile transpose unfold_patches; elsewhere None and "window2d" take unfold_window2d where
-    `window2d_plan` applies (2-D windows); everything else, and where a slab outgrows its
-    shared-memory budget, unfold_chunks. The tile transpose writes the columns in 112-byte
-    runs on a ViT patching (55 us against the chunk kernel's 42, H100); a slab is one run of
-    KW*BH*BW.
+    image without overlap (patches.cuh) None and "squares" take the register transpose
+    unfold_squares where window rows and column rows are whole 16-byte chunks, None and
+    "slabs" unfold_slabs, "patches" the tile transpose unfold_patches; elsewhere None and
+    "window2d" take unfold_window2d where `window2d_plan` applies (2-D windows), staging its
+    input rows by 16-byte chunks where they allow ("window2d_elements": element by element);
+    everything
+    else, and where a slab outgrows its shared-memory budget, unfold_chunks. The tile
+    transpose writes the columns in 112-byte runs on a ViT patching (55 us against the chunk
+    kernel's 42, H100); a slab is one run of KW*BH*BW.
     """
     n, c, *sizes = shape
     dims = len(sizes)
@@ -69,6 +72,12 @@ def _plan(
 
     xs = [s // itemsize for s in byte_strides]
     col_strides = (c * taps * length, length, 1)
+    if path in (None, "squares"):
+        squares = squares_plan(
+            shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_squares", itemsize
+        )
+        if squares is not None:
+            return squares
     if path in (None, "slabs"):
         slabs = slab_plan(
             shape, xs, col_strides, window, itemsize, True, "unfold.cu", "unfold_slabs", itemsize
@@ -81,8 +90,8 @@ def _plan(
         )
         if patches is not None:
             return patches
-    if path in (None, "window2d"):
-        staged = window2d_plan(shape, xs, itemsize, window)
+    if path in (None, "window2d", "window2d_elements"):
+        staged = window2d_plan(shape, xs, itemsize, window, by_chunks=path != "window2d_elements")
         if staged is not None:
             return staged
     p["x_stride_n"], p["x_stride_c"] = xs[0], xs[1]
@@ -108,11 +117,14 @@ def window2d_plan(
     itemsize: int,
     window: Window,
     band_rows: int | None = None,
+    by_chunks: bool = True,
 ) -> Plan | None:
     """The plan of unfold_window2d for an (N, C, H, W) input of element ``strides``: bands of
     ``band_rows`` output rows per CTA (None: as many as `WINDOW2D_THREADS` chunks of output
     row cover, fewer where the CTAs would not fill `WINDOW2D_CTAS_PER_SM` per SM or the staged
-    rows would outgrow TILE_BYTES). None where it does not apply: windows of more than 2 dims
+    rows would outgrow TILE_BYTES). ``by_chunks``: the input rows are staged by 16-byte chunks
+    where their strides allow (unit element stride, the others multiples of a chunk), else
+    element by element. None where it does not apply: windows of more than 2 dims
     or a side over `WINDOW2D_SIDE`, or a band of one output row whose input rows outgrow
     TILE_BYTES."""
     n, c, *sizes = shape
@@ -123,7 +135,8 @@ def window2d_plan(
     oh, ow = window.blocks(sizes)
     length = oh * ow
     per_chunk = 16 // itemsize
-    phase_len = -(-((ow - 1) * sw + (kw - 1) * dw + 1) // sw)
+    staged_cols = (ow - 1) * sw + (kw - 1) * dw + 1
+    phase_len = -(-staged_cols // sw)
     pitch = sw * phase_len
 
     def staged_bytes(rows: int) -> int:
@@ -156,6 +169,13 @@ def window2d_plan(
     p["channel_div"] = fast_divmod(c)
     p["pitch_div"] = fast_divmod(pitch)
     p["phase_div"] = fast_divmod(phase_len)
+    p["stride_w_div"] = fast_divmod(sw)
+    first, last = -window.start_padding[1], staged_cols - 1 - window.start_padding[1]
+    p["staged_cols"] = staged_cols
+    p["chunk_x0"] = first // per_chunk * per_chunk
+    p["row_chunks_div"] = fast_divmod(last // per_chunk - first // per_chunk + 1)
+    aligned = strides[3] == 1 and all(s % per_chunk == 0 for s in strides[:3])
+    p["chunked"] = int(by_chunks and aligned)
     for ky in range(kh):
         for kx in range(kw):
             pos, phase = divmod(kx * dw, sw)
@@ -163,7 +183,7 @@ def window2d_plan(
     items = -(-(rows * ow + per_chunk - 1) // per_chunk)
     threads = min(WINDOW2D_THREADS, -(-items // 32) * 32)
     kernel = launch(
-        "unfold.cu",
+        "unfold_window2d.cu",
         "unfold_window2d",
         itemsize,
         kh,
@@ -177,8 +197,9 @@ def window2d_plan(
 
 
 def unfold_on(path: Path | None, x: Any, window: Window) -> Any:
-    """`unfold` through the kernel `path` (None: the launcher's choice; "slabs" and "patches"
-    fall back to "chunks" where the windows overlap or do not tile the image)."""
+    """`unfold` through the kernel `path` (None: the launcher's choice; "squares", "slabs"
+    and "patches" fall back to "chunks" where the windows overlap or do not tile the image,
+    "squares" also where rows are not whole chunks)."""
     return _plan(x.shape, x.strides, x.dtype.itemsize, window, path).run(x)
 
 

@@ -134,6 +134,31 @@ WINDOW_CASES = [
 ]
 
 
+# Non-overlapping windows whose rows are whole 16-byte chunks for FLOAT32, FLOAT64 and (the
+# second) FLOAT16 (the register transpose): blocks of a square that span block rows (6 blocks
+# a row), ViT patches. (spatial sizes, window); strides = window, no padding or dilation.
+SQUARE_CASES = [
+    ((12, 24), (2, 4)),
+    ((8, 48), (2, 8)),
+    ((32, 32), (16, 16)),
+]
+
+
+def square_window(case: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A `WINDOW_CASES` entry for a `SQUARE_CASES` entry."""
+    sizes, window = case
+    return (sizes, window, window, (1, 1), (0, 0), (0, 0))
+
+
+def misaligned_copy(host: np.ndarray) -> Any:
+    """A C-contiguous CuPy view of ``host``'s values that starts one element past a 16-byte
+    boundary."""
+    import cupy
+
+    flat = cupy.asarray(np.concatenate([host.ravel()[:1], host.ravel()]))
+    return flat[1:].reshape(host.shape)
+
+
 def window_of(case: tuple[Any, ...]) -> Window:
     """The window of a `WINDOW_CASES` entry."""
     return Window(*case[1:])

@@ -14,20 +14,24 @@ from dmlserve.kernels import reference
 from ._support import (
     ALL_DTYPES,
     LAYOUTS,
+    SQUARE_CASES,
     WINDOW_CASES,
     assert_matches,
     check,
     cols_shape,
+    device_view,
     float_rtol,
     launcher,
+    misaligned_copy,
     random_array,
+    square_window,
     window_of,
 )
 
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "slabs", "patches", "window2d", "window2d_chunks", "chunks"]
+PATHS = [None, "squares", "slabs", "patches", "window2d", "window2d_chunks", "chunks"]
 
 
 def _fold(path: Any) -> Any:
@@ -128,3 +132,35 @@ def test_slab_at_its_shared_memory_budget(over: bool) -> None:
     )  # fmt: skip
     assert (plan is None) == over
     check(_fold("slabs"), reference.fold, host, "contiguous", _args(case), float_rtol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int16], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "misaligned", "broadcast"])
+def test_squares(dtype: Any, layout: str) -> None:
+    """fold_squares takes every case whose rows are whole chunks (its plan exists) and is
+    exact: squares across block rows, columns that start mid-chunk (elements moved one by
+    one), a broadcast batch (stride 0)."""
+    from dmlserve.kernels.cupy_backend._patches import squares_plan
+
+    rng = np.random.default_rng(18)
+    v = 16 // np.dtype(dtype).itemsize
+    taken = 0
+    for case in SQUARE_CASES:
+        full = square_window(case)
+        host = random_array(cols_shape(2, 3, full), dtype, rng)
+        if layout == "misaligned":
+            dev, values = misaligned_copy(host), host
+        else:
+            dev, values = device_view(host, layout)
+        window = window_of(full)
+        (h, w), length = case[0], host.shape[2]
+        plan = squares_plan(
+            (2, 3, h, w), (3 * h * w, h * w, w, 1), [s // host.itemsize for s in dev.strides],
+            window, host.itemsize, False, "fold.cu", "fold_squares", host.dtype,
+        )  # fmt: skip
+        whole = case[1][1] % v == 0 and length % v == 0
+        assert (plan is not None) == whole
+        taken += whole
+        got = _fold("squares")(dev, *_args(full))
+        assert_matches(got, reference.fold(values, *_args(full)), float_rtol(dtype))
+    assert taken >= 1

@@ -15,17 +15,22 @@ from dmlserve.kernels.geometry import Window
 from ._support import (
     ALL_DTYPES,
     LAYOUTS,
+    SQUARE_CASES,
     WINDOW_CASES,
+    assert_matches,
     check,
+    device_view,
     launcher,
+    misaligned_copy,
     random_array,
+    square_window,
     window_of,
 )
 
 pytestmark = pytest.mark.gpu
 
 
-PATHS = [None, "slabs", "patches", "window2d", "chunks"]
+PATHS = [None, "squares", "slabs", "patches", "window2d", "window2d_elements", "chunks"]
 
 
 def _unfold(path: Any) -> Any:
@@ -97,7 +102,8 @@ def test_slab_at_its_shared_memory_budget(over: bool) -> None:
 def test_window2d_bands(band_rows: int, dtype: Any) -> None:
     """unfold_window2d with bands of a given height (the launcher picks one output row per
     band for images this small): bands that end inside the image, a partial last band, column
-    rows that are and are not whole 16-byte chunks, strided inputs."""
+    rows that are and are not whole 16-byte chunks, input rows staged by chunks (contiguous)
+    and element by element (strided, or a buffer that starts mid-chunk)."""
     from dmlserve.kernels.cupy_backend._common import opaque
     from dmlserve.kernels.cupy_backend.unfold import window2d_plan
 
@@ -105,8 +111,9 @@ def test_window2d_bands(band_rows: int, dtype: Any) -> None:
     cases = [case for case in WINDOW_CASES if len(case[0]) == 2 and max(case[1]) <= 8]
     cases.append(((16, 16), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)))  # rows of 16 blocks
     cases.append(((16, 16), (4, 4), (2, 2), (1, 1), (1, 1), (1, 1)))  # stride 2, rows of 8
+    cases.append(((12, 16), (3, 3), (2, 2), (2, 2), (1, 2), (2, 1)))  # dilated, stride 2
     for case in cases:
-        for layout in ("contiguous", "offset", "sliced"):
+        for layout in ("contiguous", "offset", "sliced", "misaligned"):
             host = random_array((2, 3, *case[0]), dtype, rng)
             window = window_of(case)
 
@@ -116,4 +123,38 @@ def test_window2d_bands(band_rows: int, dtype: Any) -> None:
                 assert plan is not None
                 return opaque(plan).run(x)
 
-            check(run, reference.unfold, host, layout, (window,))
+            if layout == "misaligned":
+                assert_matches(run(misaligned_copy(host), window), reference.unfold(host, window))
+            else:
+                check(run, reference.unfold, host, layout, (window,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int16], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "misaligned", "broadcast"])
+def test_squares(dtype: Any, layout: str) -> None:
+    """unfold_squares takes every case whose rows are whole chunks (its plan exists) and is
+    bit-exact: squares across block rows, a buffer that starts mid-chunk (elements moved
+    one by one), a broadcast batch (stride 0)."""
+    from dmlserve.kernels.cupy_backend._patches import squares_plan
+
+    rng = np.random.default_rng(15)
+    v = 16 // np.dtype(dtype).itemsize
+    taken = 0
+    for case in SQUARE_CASES:
+        host = random_array((2, 3, *case[0]), dtype, rng)
+        window = window_of(square_window(case))
+        if layout == "misaligned":
+            dev, values = misaligned_copy(host), host
+        else:
+            dev, values = device_view(host, layout)
+        strides = [s // host.itemsize for s in dev.strides]
+        length = int(np.prod(window.blocks(case[0])))
+        plan = squares_plan(
+            host.shape, strides, (3 * window.taps * length, length, 1), window, host.itemsize,
+            True, "unfold.cu", "unfold_squares", host.itemsize,
+        )  # fmt: skip
+        whole = case[1][1] % v == 0 and length % v == 0
+        assert (plan is not None) == whole
+        taken += whole
+        assert_matches(_unfold("squares")(dev, window), reference.unfold(values, window))
+    assert taken >= 1
