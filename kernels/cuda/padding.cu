@@ -216,8 +216,9 @@ __device__ __forceinline__ void tile_merge(Chunk<BYTES>& out, const int* image, 
 
 // pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
 const int TILE_THREADS = 256;
-// pad_tiles' rows a lane group loads per turn: enough that the benchmark's tiles (up to
-// 37 int8 rows with 16 lanes a row, 19 fp16 rows with 32) take a single turn.
+// pad_tiles' rows a lane group loads per turn (the benchmark's 16 KB tiles, up to 72 int8
+// rows with 16 lanes a row and 38 fp16 rows with 32, take two turns; each row of a turn
+// holds a 16-byte load in registers, under the kernel's 32-register bound).
 const int TILE_ROWS = 3;
 
 // One CTA per tile of p.tile output elements (p.total_chunks holds the output's element

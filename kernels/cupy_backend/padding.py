@@ -28,7 +28,7 @@ PATHS: tuple[Path, ...] = ("tiles", "chunks")
 # pad_tiles: output bytes per CTA (a multiple of 16) and its shared-memory limit (the default
 # one, so no opt-in); rows longer than TILE_ROW_LIMIT take another kernel, as a tile stages
 # whole source rows and a long row would be read several times.
-TILE_BYTES = 8 * 1024
+TILE_BYTES = 16 * 1024
 TILES_SMEM_BUDGET = 48 * 1024
 TILE_ROW_LIMIT = 4 * 1024
 
