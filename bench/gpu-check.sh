@@ -60,7 +60,7 @@ fi
 # racecheck: the kernels with shared memory.
 if has memcheck; then
   memcheck_k="test_launchers or (test_padding and test_strided_inputs and (float16 or int8))"
-  memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles or shuffle))"
+  memcheck_k+=" or (test_padding and test_strided_inputs and float32 and (chunks or tiles))"
   memcheck_k+=" or (test_unfold and test_strided_inputs and float32)"
   memcheck_k+=" or (test_fold and test_strided_inputs and float32) or (test_unrolled_2d_windows and float32)"
   memcheck_k+=" or (test_average_pooling and (float32 and (bands or strip or rows) or packed))"

@@ -3,13 +3,10 @@
 //
 // The output is a set of rows (its innermost dim, after the host collapsed unpadded contiguous
 // dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
-// stores (common.cuh, chunk_span). Three kernels:
+// stores (common.cuh, chunk_span). Two kernels:
 //
 // pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
 // from global memory (any strides, any row length).
-//
-// pad_chunks_shfl: pad_chunks with each interior chunk's source read as one aligned 16-byte
-// block, the next block taken from the neighbouring lane.
 //
 // pad_tiles: one CTA per run of output elements, which is contiguous whatever the row length;
 // it stages the padded output rows it touches in shared memory, then every store is a full
@@ -130,119 +127,6 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
         for (int i = 0; i < V; ++i) {
             if (i >= span.first && i < span.end) {
                 int j = c0 + i - lo;
-                if ((unsigned)j >= (unsigned)n) {
-                    if (p.mode == PAD_CONSTANT) {
-                        c.e[i] = value;
-                        continue;
-                    }
-                    j = pad_source(j, R - 1, p.mode, p);
-                }
-                c.e[i] = __ldg(x + (src + (IDX)j * step));
-            }
-        }
-    }
-    store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
-}
-
-// Bytes [sh, sh + 16) of the 32 bytes lo:hi (sh a multiple of BYTES below 16) as selects on
-// the bits of sh (8, 4, then a funnel shift for 1..3 bytes): no indexing into registers.
-template <int BYTES>
-__device__ __forceinline__ uint4 bytes_at(const uint4& lo, const uint4& hi, unsigned sh) {
-    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    unsigned u[6];
-    const bool s8 = (sh & 8) != 0, s4 = (sh & 4) != 0;
-#pragma unroll
-    for (int i = 0; i < 6; ++i) u[i] = s8 ? w[i + 2] : w[i];
-    if constexpr (BYTES == 8) {
-        return make_uint4(u[0], u[1], u[2], u[3]);
-    } else {
-        unsigned t[5];
-#pragma unroll
-        for (int i = 0; i < 5; ++i) t[i] = s4 ? u[i + 1] : u[i];
-        if constexpr (BYTES == 4) {
-            return make_uint4(t[0], t[1], t[2], t[3]);
-        } else {
-            const unsigned r = (sh & 3) * 8u;
-            return make_uint4(__funnelshift_r(t[0], t[1], r), __funnelshift_r(t[1], t[2], r),
-                              __funnelshift_r(t[2], t[3], r), __funnelshift_r(t[3], t[4], r));
-        }
-    }
-}
-
-// pad_chunks with each interior chunk's source read once, aligned: a lane loads the aligned
-// 16-byte block holding its first source byte, and takes the next block from lane + 1, whose
-// chunk (the next of the same row) starts exactly there. A lane whose neighbour loaded nothing
-// of this row (lane 31, a row's last interior chunk) loads the next block itself. Every sector
-// is then requested about once (pad_chunks' 4-byte words request each sector four or five
-// times: L1 does not merge misses in flight across instructions). Blocks must lie inside
-// [x, x + p.in_end); a chunk whose blocks do not takes the element path. No lane returns
-// before the shuffles.
-template <int BYTES, int R, typename IDX>
-__global__ void __launch_bounds__(256)
-pad_chunks_shfl(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
-                const PadParams p) {
-    typedef typename Bits<BYTES>::type T;
-    const int V = Chunk<BYTES>::N;
-    IDX row = 0, row_start = 0;
-    ChunkSpan span = {0, 0, 0};
-    const bool active =
-        row_chunk<BYTES, IDX>(p.total_chunks, p.chunk_div, p.out_size[R - 1], row, row_start, span);
-    const int c0 = span.c0;
-    bool fill = true;
-    IDX src = 0;
-    if (active) src = pad_source_row<R, IDX>(p, row, fill);
-
-    const T value = (T)p.value;
-    const int lo = p.pad_lo[R - 1];
-    const int n = p.in_size[R - 1];
-    const unsigned long long xb = (unsigned long long)x;
-    const unsigned long long xe = xb + (unsigned long long)p.in_end;
-    const unsigned long long a = (unsigned long long)(x + (src + (IDX)(c0 - lo)));
-    const unsigned long long ba = a & ~15ull;
-    const bool own = !fill && p.inner_contiguous && c0 >= lo && c0 + V <= lo + n && ba >= xb &&
-                     ba + 16 <= xe;
-    uint4 v0 = make_uint4(0u, 0u, 0u, 0u);
-    if (own) v0 = __ldg(reinterpret_cast<const uint4*>(ba));
-    // Lane + 1 holds block ba + 16 when it loaded and its chunk is the next interior one of
-    // this row (c0 + 2V <= lo + n puts it in the row and in the interior).
-    const unsigned loaded = __ballot_sync(0xffffffffu, own);
-    uint4 v1;
-    v1.x = __shfl_down_sync(0xffffffffu, v0.x, 1);
-    v1.y = __shfl_down_sync(0xffffffffu, v0.y, 1);
-    v1.z = __shfl_down_sync(0xffffffffu, v0.z, 1);
-    v1.w = __shfl_down_sync(0xffffffffu, v0.w, 1);
-    if (!active) return;
-    const unsigned lane = threadIdx.x & 31u;
-    const unsigned sh = (unsigned)(a & 15);
-
-    Chunk<BYTES> c;
-    bool done = false;
-    if (own) {
-        if (sh == 0) {
-            c.v = v0;
-            done = true;
-        } else {
-            bool next = ((loaded >> 1 >> lane) & 1u) != 0 && c0 + 2 * V <= lo + n;
-            if (!next && ba + 32 <= xe) {
-                v1 = __ldg(reinterpret_cast<const uint4*>(ba + 16));
-                next = true;
-            }
-            if (next) {
-                c.v = bytes_at<BYTES>(v0, v1, sh);
-                done = true;
-            }
-        }
-    }
-    if (!done) {
-        const IDX step = (IDX)p.in_stride[R - 1];
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            if (i >= span.first && i < span.end) {
-                int j = c0 + i - lo;
-                if (fill) {
-                    c.e[i] = value;
-                    continue;
-                }
                 if ((unsigned)j >= (unsigned)n) {
                     if (p.mode == PAD_CONSTANT) {
                         c.e[i] = value;
@@ -480,10 +364,6 @@ template __global__ void dml::pad_tiles<2, 3, int, 0, 32>(const unsigned short*,
 template __global__ void dml::pad_tiles<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
 template __global__ void dml::pad_tiles<4, 3, int, 2, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
 template __global__ void dml::pad_tiles<8, 8, long long, 4, 4>(const unsigned long long*, unsigned long long*, const dml::PadParams);
-template __global__ void dml::pad_chunks_shfl<4, 3, int>(const unsigned int*, unsigned int*, const dml::PadParams);
-template __global__ void dml::pad_chunks_shfl<1, 4, int>(const unsigned char*, unsigned char*, const dml::PadParams);
-template __global__ void dml::pad_chunks_shfl<2, 4, long long>(const unsigned short*, unsigned short*, const dml::PadParams);
-template __global__ void dml::pad_chunks_shfl<8, 3, int>(const unsigned long long*, unsigned long long*, const dml::PadParams);
 template __global__ void dml::pad_chunks<1, 1, int>(const unsigned char*, unsigned char*, const dml::PadParams);
 template __global__ void dml::pad_chunks<2, 4, int>(const unsigned short*, unsigned short*, const dml::PadParams);
 template __global__ void dml::pad_chunks<4, 4, int>(const unsigned int*, unsigned int*, const dml::PadParams);

@@ -23,8 +23,8 @@ from ._common import (
 
 __all__ = ["PATHS", "padding", "padding_on"]
 
-Path = Literal["tiles", "chunks", "shuffle"]
-PATHS: tuple[Path, ...] = ("tiles", "chunks", "shuffle")
+Path = Literal["tiles", "chunks"]
+PATHS: tuple[Path, ...] = ("tiles", "chunks")
 # pad_tiles: output bytes per CTA (a multiple of 16) and its shared-memory limit (the default
 # one, so no opt-in); rows longer than TILE_ROW_LIMIT take another kernel, as a tile stages
 # whole source rows and a long row would be read several times.
@@ -104,9 +104,9 @@ def _plan(
 ) -> Plan:
     """Everything but the data, once per geometry: a call then only allocates and launches.
 
-    ``path`` forces a kernel (tests run every case through each; "tiles" where it does not
-    apply falls back to pad_chunks_shfl); None chooses pad_tiles for 1- and 2-byte elements
-    and for maps beyond one fold where it applies, else pad_chunks_shfl ("shuffle").
+    ``path`` forces a kernel (tests run every case through each; one that does not apply
+    falls back to pad_chunks); None chooses pad_tiles for 1- and 2-byte elements and for maps
+    beyond one fold where it applies, else pad_chunks.
     """
     out_shape = tuple(n + a + b for n, a, b in zip(shape, start_padding, end_padding, strict=True))
     p = np.zeros((), dtype=PARAMS)
@@ -151,9 +151,7 @@ def _plan(
         # pad_chunks measured 96-97 % of copy for 4-byte elements on an H100 (run 5); pad_tiles
         # measured faster than the row-per-group kernel it replaced on every 1- and 2-byte case
         # and than pad_chunks on maps beyond one fold.
-        # pad_chunks_shfl reads each source sector once where pad_chunks' word loads read it
-        # four or five times (L2-bound on an H200).
-        path = "tiles" if tiles_fit and (itemsize <= 2 or p["periodic"]) else "shuffle"
+        path = "tiles" if tiles_fit and (itemsize <= 2 or p["periodic"]) else "chunks"
     if path == "tiles" and tiles_fit:
         total = math.prod(out_shape)
         p["total_chunks"] = total
@@ -175,10 +173,10 @@ def _plan(
             shared_mem=max_rows * (tile_slot + 4),
         )
         return Plan(out_shape, kernel, p)
-    name = "pad_chunks" if path == "chunks" else "pad_chunks_shfl"
     return chunk_plan(
-        p, shape, strides, out_shape, sizes_out[-1], itemsize, "padding.cu", name, itemsize, rank
-    )
+        p, shape, strides, out_shape, sizes_out[-1], itemsize, "padding.cu", "pad_chunks",
+        itemsize, rank,
+    )  # fmt: skip
 
 
 @plan_cache
@@ -218,7 +216,7 @@ def padding_on(
     value: Any,
 ) -> Any:
     """`padding` through the kernel `path` (None: the launcher's choice; "tiles" falls back
-    to "shuffle" where it does not apply)."""
+    to "chunks" where it does not apply)."""
     dtype = x.dtype
     plan = _call_plan(
         x.shape,

@@ -38,7 +38,7 @@ def _padding(path: Any) -> Any:
 
 
 def _paths() -> list[Any]:
-    return [None, "tiles", "chunks", "shuffle"]
+    return [None, "tiles", "chunks"]
 
 
 def _run(path: Any, dtype: Any, mode: str, layout: str, cases: list[Any]) -> None:
