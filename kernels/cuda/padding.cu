@@ -33,6 +33,7 @@ struct PadParams {
     FastDivmod chunk_div;      // division by chunks per row
     FastDivmod period_div[8];  // division by each dim's mirror period (periodic maps)
     int period_offset[8];      // a multiple of that period at or above the dim's start pad
+    int mode;                  // the PadMode (pad_tiles reads it at run time)
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
     int row_bytes;             // pad_tiles: bytes of one row's shared-memory slot
@@ -65,9 +66,12 @@ __device__ __forceinline__ int pad_source(int j, int d, int mode, const PadParam
 
 // The source row offset of output row `row` (outer coordinates decoded and mirrored), and
 // whether the row lies in CONSTANT padding (then it is all fill). MODE is the PadMode, known
-// at compile time (no branches on the mode per row).
+// at compile time (no branches on the mode per row), or -1: p.mode, read at run time
+// (pad_tiles: its EDGE int8 instance spills under its 32-register bound with the mode folded
+// in, 84 bytes of spill stores, and measured 30% slower).
 template <int R, typename IDX, int MODE>
 __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool& fill) {
+    const int mode = MODE >= 0 ? MODE : p.mode;
     IDX src = 0;
     fill = false;
     IDX rest = row;
@@ -83,11 +87,11 @@ __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool&
         }
         int j = (int)o - p.pad_lo[d];
         if ((unsigned)j >= (unsigned)p.in_size[d]) {
-            if (MODE == PAD_CONSTANT) {
+            if (mode == PAD_CONSTANT) {
                 fill = true;
                 j = 0;
             } else {
-                j = pad_source(j, d, MODE, p);
+                j = pad_source(j, d, mode, p);
             }
         }
         src += (IDX)j * (IDX)p.in_stride[d];
@@ -208,7 +212,7 @@ template <int BYTES, int R, typename IDX, int MODE>
 __device__ __forceinline__ TileRow tile_row(const PadParams& p, const typename Bits<BYTES>::type* x,
                                             IDX row) {
     TileRow t;
-    const IDX src = pad_source_row<R, IDX, MODE>(p, row, t.fill);
+    const IDX src = pad_source_row<R, IDX, -1>(p, row, t.fill);
     t.a = t.fill ? 0ull : (unsigned long long)(x + src);
     t.a1 = t.a + (unsigned long long)p.in_size[R - 1] * BYTES;
     t.blocks = (int)((t.a1 + 15 - (t.a & ~15ull)) >> 4);

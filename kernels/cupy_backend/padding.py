@@ -129,6 +129,7 @@ def _plan(
     periods = [_period(n, mode) for n in sizes]
     fill_divisors(p["period_div"], periods)
     p["period_offset"][:rank] = [t * -(-a // t) for t, a in zip(periods, lo, strict=True)]
+    p["mode"] = PaddingMode(mode).dml_value
     p["periodic"] = int(
         any(_needs_period(n, a, b, mode) for n, a, b in zip(sizes, lo, hi, strict=True))
     )
