@@ -212,7 +212,7 @@ def cases(repeat: int, ceiling: float, only: list[str]) -> list[dict[str, Any]]:
     peer_modes["WRAP"] = "circular"
     for dtype, modes, paths in (
         (np.float32, ["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"], [None]),
-        (np.float32, ["CONSTANT", "REFLECTION"], ["tiles"]),
+        (np.float32, ["CONSTANT", "REFLECTION"], ["tiles", "chunks1"]),
         (np.float16, ["CONSTANT", "REFLECTION"], [None, "chunks"]),
         (np.int8, ["CONSTANT", "EDGE"], [None, "chunks"]),
     ):

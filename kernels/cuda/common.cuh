@@ -112,6 +112,18 @@ __device__ __forceinline__ ChunkSpan chunk_span(IDX row_start, IDX chunk, int wi
     return s;
 }
 
+// Chunk `t` (below total_chunks) of a row-chunk kernel: its row, the row's first element and
+// the chunk's span; false for the spare chunk of a row that needed one less.
+template <int BYTES, typename IDX>
+__device__ __forceinline__ bool row_chunk_at(IDX t, const FastDivmod& chunk_div, const int& width,
+                                             IDX& row, IDX& row_start, ChunkSpan& span) {
+    IDX chunk;
+    divmod<IDX>(t, chunk_div, row, chunk);
+    row_start = row * (IDX)width;
+    span = chunk_span<BYTES, IDX>(row_start, chunk, width);
+    return span.first < span.end;
+}
+
 // The chunk of this thread in a row-chunk kernel (one thread per chunk of each output row of
 // `width` elements, `total_chunks` = rows * chunks per row, `chunk_div` divides by the
 // latter): its row, the row's first element and the chunk's span. False where the thread has
@@ -122,11 +134,7 @@ __device__ __forceinline__ bool row_chunk(long long total_chunks, const FastDivm
                                           ChunkSpan& span) {
     const IDX t = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;
     if (t >= (IDX)total_chunks) return false;
-    IDX chunk;
-    divmod<IDX>(t, chunk_div, row, chunk);
-    row_start = row * (IDX)width;
-    span = chunk_span<BYTES, IDX>(row_start, chunk, width);
-    return span.first < span.end;
+    return row_chunk_at<BYTES, IDX>(t, chunk_div, width, row, row_start, span);
 }
 
 // Store slots [first, end) of `c` to `dst` (the address of slot 0): one 16-byte store for a
@@ -152,19 +160,45 @@ __device__ __forceinline__ void store_span(typename Bits<BYTES>::type* dst, cons
     }
 }
 
-// Load 16 bytes starting at any byte address `src` whose 16 bytes all belong to the source
-// buffer, using only aligned 4-byte words that contain at least one of those bytes (so no
-// read leaves the buffer), then funnel-shift them into place.
-__device__ __forceinline__ uint4 load16_unaligned(const unsigned char* src) {
+// 16 bytes at any byte address `src` whose 16 bytes all belong to the source buffer, as
+// loaded: one aligned 16-byte load, or the aligned 4-byte words that contain at least one of
+// those bytes (so no read leaves the buffer). Nothing here waits on the loads; words16_value
+// puts the bytes into place, so a thread can issue several chunks' loads before it uses any.
+// ALIGN: the alignment `src` is known to have (4 or more: no byte shift within a word).
+struct Words16 {
+    uint4 v;      // the aligned words from src & ~3 (the 16 bytes themselves when sh == 0)
+    unsigned w4;  // the word after them (read only when sh != 0)
+    unsigned sh;  // src's bit offset in its word
+};
+
+template <int ALIGN = 1>
+__device__ __forceinline__ Words16 load16_words(const unsigned char* src) {
     const unsigned long long a = (unsigned long long)src;
-    if ((a & 15) == 0) return __ldg(reinterpret_cast<const uint4*>(src));
+    Words16 r;
+    r.sh = 0;
+    r.w4 = 0;
+    if ((a & 15) == 0) {
+        r.v = __ldg(reinterpret_cast<const uint4*>(src));
+        return r;
+    }
     const unsigned* base = reinterpret_cast<const unsigned*>(a & ~3ull);
-    const unsigned sh = (unsigned)(a & 3) * 8u;
-    unsigned w0 = __ldg(base), w1 = __ldg(base + 1), w2 = __ldg(base + 2), w3 = __ldg(base + 3);
-    if (sh == 0) return make_uint4(w0, w1, w2, w3);
-    const unsigned w4 = __ldg(base + 4);
-    return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh),
-                      __funnelshift_r(w2, w3, sh), __funnelshift_r(w3, w4, sh));
+    r.v = make_uint4(__ldg(base), __ldg(base + 1), __ldg(base + 2), __ldg(base + 3));
+    if (ALIGN < 4) {
+        r.sh = (unsigned)(a & 3) * 8u;
+        if (r.sh != 0) r.w4 = __ldg(base + 4);
+    }
+    return r;
+}
+
+__device__ __forceinline__ uint4 words16_value(const Words16& r) {
+    if (r.sh == 0) return r.v;
+    return make_uint4(__funnelshift_r(r.v.x, r.v.y, r.sh), __funnelshift_r(r.v.y, r.v.z, r.sh),
+                      __funnelshift_r(r.v.z, r.v.w, r.sh), __funnelshift_r(r.v.w, r.w4, r.sh));
+}
+
+// load16_words and words16_value in one.
+__device__ __forceinline__ uint4 load16_unaligned(const unsigned char* src) {
+    return words16_value(load16_words(src));
 }
 
 // Whether load16_unaligned(src) stays inside the buffer that starts at `base` and ends `end`

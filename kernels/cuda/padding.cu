@@ -5,8 +5,8 @@
 // dims), written in 16-byte chunks aligned to the buffer, so full chunks are single 16-byte
 // stores (common.cuh, chunk_span). Two kernels:
 //
-// pad_chunks: one thread per chunk, outer coordinates decoded per chunk and the source read
-// from global memory (any strides, any row length).
+// pad_chunks: K chunks a thread (all loaded before any is stored), outer coordinates decoded
+// per chunk and the source read from global memory (any strides, any row length).
 //
 // pad_tiles: one CTA per run of output elements, which is contiguous whatever the row length;
 // it stages the padded output rows it touches in shared memory, then every store is a full
@@ -33,7 +33,7 @@ struct PadParams {
     FastDivmod chunk_div;      // division by chunks per row
     FastDivmod period_div[8];  // division by each dim's mirror period (periodic maps)
     int period_offset[8];      // a multiple of that period at or above the dim's start pad
-    int mode;
+    int mode;                  // the PadMode (pad_tiles reads it at run time)
     int periodic;              // some pad needs more than one fold: use the modular map
     int inner_contiguous;      // in_stride[R-1] == 1: interior chunks are shifted copies
     int row_bytes;             // pad_tiles: bytes of one row's shared-memory slot
@@ -65,9 +65,13 @@ __device__ __forceinline__ int pad_source(int j, int d, int mode, const PadParam
 }
 
 // The source row offset of output row `row` (outer coordinates decoded and mirrored), and
-// whether the row lies in CONSTANT padding (then it is all fill).
-template <int R, typename IDX>
+// whether the row lies in CONSTANT padding (then it is all fill). MODE is the PadMode, known
+// at compile time (no branches on the mode per row), or -1: p.mode, read at run time
+// (pad_tiles: its EDGE int8 instance spills under its 32-register bound with the mode folded
+// in, 84 bytes of spill stores, and measured 30% slower).
+template <int R, typename IDX, int MODE>
 __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool& fill) {
+    const int mode = MODE >= 0 ? MODE : p.mode;
     IDX src = 0;
     fill = false;
     IDX rest = row;
@@ -83,11 +87,11 @@ __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool&
         }
         int j = (int)o - p.pad_lo[d];
         if ((unsigned)j >= (unsigned)p.in_size[d]) {
-            if (p.mode == PAD_CONSTANT) {
+            if (mode == PAD_CONSTANT) {
                 fill = true;
                 j = 0;
             } else {
-                j = pad_source(j, d, p.mode, p);
+                j = pad_source(j, d, mode, p);
             }
         }
         src += (IDX)j * (IDX)p.in_stride[d];
@@ -95,32 +99,39 @@ __device__ __forceinline__ IDX pad_source_row(const PadParams& p, IDX row, bool&
     return src;
 }
 
-template <int BYTES, int R, typename IDX>
-__global__ void __launch_bounds__(256)
-pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
-           const PadParams p) {
+// One chunk of pad_chunks, loaded but not yet used: `c` holds its elements, or (interior
+// chunks of a contiguous row) `words` the source's aligned words, put into place by
+// pad_chunk_value.
+template <int BYTES>
+struct PadChunk {
+    Chunk<BYTES> c;
+    Words16 words;
+    bool interior;
+};
+
+template <int BYTES, int R, typename IDX, int MODE>
+__device__ __forceinline__ void pad_chunk_load(const typename Bits<BYTES>::type* __restrict__ x,
+                                               const PadParams& p, IDX row, const ChunkSpan& span,
+                                               PadChunk<BYTES>& out) {
     typedef typename Bits<BYTES>::type T;
     const int V = Chunk<BYTES>::N;
-    IDX row, row_start;
-    ChunkSpan span;
-    if (!row_chunk<BYTES, IDX>(p.total_chunks, p.chunk_div, p.out_size[R - 1], row, row_start, span))
-        return;
     const int c0 = span.c0;
 
     // Outer coordinates -> source row offset, once per chunk.
     bool fill;
-    const IDX src = pad_source_row<R, IDX>(p, row, fill);
+    const IDX src = pad_source_row<R, IDX, MODE>(p, row, fill);
 
     const T value = (T)p.value;
     const int lo = p.pad_lo[R - 1];
     const int n = p.in_size[R - 1];
-    Chunk<BYTES> c;
+    out.interior = false;
     if (fill) {
 #pragma unroll
-        for (int i = 0; i < V; ++i) c.e[i] = value;
+        for (int i = 0; i < V; ++i) out.c.e[i] = value;
     } else if (p.inner_contiguous && c0 >= lo && c0 + V <= lo + n &&
                words_within(x + (src + (IDX)(c0 - lo)), x, p.in_end)) {
-        c.v = load16_unaligned(reinterpret_cast<const unsigned char*>(x + (src + (IDX)(c0 - lo))));
+        out.words = load16_words<BYTES>(reinterpret_cast<const unsigned char*>(x + (src + (IDX)(c0 - lo))));
+        out.interior = true;
     } else {
         const IDX step = (IDX)p.in_stride[R - 1];
 #pragma unroll
@@ -128,17 +139,51 @@ pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES
             if (i >= span.first && i < span.end) {
                 int j = c0 + i - lo;
                 if ((unsigned)j >= (unsigned)n) {
-                    if (p.mode == PAD_CONSTANT) {
-                        c.e[i] = value;
+                    if (MODE == PAD_CONSTANT) {
+                        out.c.e[i] = value;
                         continue;
                     }
-                    j = pad_source(j, R - 1, p.mode, p);
+                    j = pad_source(j, R - 1, MODE, p);
                 }
-                c.e[i] = __ldg(x + (src + (IDX)j * step));
+                out.c.e[i] = __ldg(x + (src + (IDX)j * step));
             }
         }
     }
-    store_span<BYTES>(y + (row_start + (IDX)c0), c, span.first, span.end);
+}
+
+template <int BYTES>
+__device__ __forceinline__ Chunk<BYTES> pad_chunk_value(const PadChunk<BYTES>& l) {
+    Chunk<BYTES> c = l.c;
+    if (l.interior) c.v = words16_value(l.words);
+    return c;
+}
+
+// K chunks per thread, chunks k * blockDim.x apart (a warp's k-th chunks are consecutive, so
+// each load instruction covers the same sectors as with one chunk a thread); every chunk's
+// loads are issued before the first is used, K times the bytes in flight per thread.
+template <int BYTES, int R, int MODE, int K, typename IDX>
+__global__ void __launch_bounds__(256)
+pad_chunks(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>::type* __restrict__ y,
+           const PadParams p) {
+    const long long t0 = (long long)blockIdx.x * blockDim.x * K + threadIdx.x;
+    const int width = p.out_size[R - 1];
+    PadChunk<BYTES> l[K];
+    IDX at[K];
+    ChunkSpan span[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const long long t = t0 + (long long)k * blockDim.x;
+        span[k].first = span[k].end = 0;
+        IDX row, row_start;
+        if (t < p.total_chunks && row_chunk_at<BYTES, IDX>((IDX)t, p.chunk_div, width, row, row_start, span[k])) {
+            at[k] = row_start + (IDX)span[k].c0;
+            pad_chunk_load<BYTES, R, IDX, MODE>(x, p, row, span[k], l[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (span[k].first < span[k].end) store_span<BYTES>(y + at[k], pad_chunk_value<BYTES>(l[k]), span[k].first, span[k].end);
+    }
 }
 
 // 16 bytes at byte `off` (any alignment, >= 0) of the block's shared memory: the aligned
@@ -163,11 +208,11 @@ struct TileRow {
     bool fill;
 };
 
-template <int BYTES, int R, typename IDX>
+template <int BYTES, int R, typename IDX, int MODE>
 __device__ __forceinline__ TileRow tile_row(const PadParams& p, const typename Bits<BYTES>::type* x,
                                             IDX row) {
     TileRow t;
-    const IDX src = pad_source_row<R, IDX>(p, row, t.fill);
+    const IDX src = pad_source_row<R, IDX, -1>(p, row, t.fill);
     t.a = t.fill ? 0ull : (unsigned long long)(x + src);
     t.a1 = t.a + (unsigned long long)p.in_size[R - 1] * BYTES;
     t.blocks = (int)((t.a1 + 15 - (t.a & ~15ull)) >> 4);
@@ -216,8 +261,9 @@ __device__ __forceinline__ void tile_merge(Chunk<BYTES>& out, const int* image, 
 
 // pad_tiles' block size (the launcher's BLOCK): loop strides known at compile time.
 const int TILE_THREADS = 256;
-// pad_tiles' rows a lane group loads per turn: enough that the benchmark's tiles (up to
-// 37 int8 rows with 16 lanes a row, 19 fp16 rows with 32) take a single turn.
+// pad_tiles' rows a lane group loads per turn (the benchmark's 16 KB tiles, up to 72 int8
+// rows with 16 lanes a row and 38 fp16 rows with 32, take two turns; each row of a turn
+// holds a 16-byte load in registers, under the kernel's 32-register bound).
 const int TILE_ROWS = 3;
 
 // One CTA per tile of p.tile output elements (p.total_chunks holds the output's element
@@ -272,7 +318,7 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
             const int r = i + k * step;
             blocks[k] = 0;
             if (r < rows) {
-                const TileRow t = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)r);
+                const TileRow t = tile_row<BYTES, R, IDX, MODE>(p, x, ra + (IDX)r);
                 blocks[k] = t.blocks;
                 if (lane < t.blocks) v[k] = tile_block<BYTES>(t, lane, xb, xe, fill.v);
                 if (lane == 0) image[r] = r * p.row_bytes + p.lead + (int)(t.a & 15) - lo * BYTES;
@@ -289,7 +335,7 @@ pad_tiles(const typename Bits<BYTES>::type* __restrict__ x, typename Bits<BYTES>
     // loads in registers (the rows of a tensor differ by at most one block).
     for (int i = (int)threadIdx.x / G; G == 32 && longer && i < rows; i += step) {
         unsigned char* slot = smem + i * p.row_bytes + p.lead;
-        const TileRow t = tile_row<BYTES, R, IDX>(p, x, ra + (IDX)i);
+        const TileRow t = tile_row<BYTES, R, IDX, MODE>(p, x, ra + (IDX)i);
         for (int b = lane + G; b < t.blocks; b += G) {
             *reinterpret_cast<uint4*>(slot + 16 * b) = tile_block<BYTES>(t, b, xb, xe, fill.v);
         }
@@ -363,9 +409,11 @@ template __global__ void dml::pad_tiles<2, 3, int, 0, 32>(const unsigned short*,
 template __global__ void dml::pad_tiles<2, 3, int, 2, 32>(const unsigned short*, unsigned short*, const dml::PadParams);
 template __global__ void dml::pad_tiles<4, 3, int, 2, 8>(const unsigned int*, unsigned int*, const dml::PadParams);
 template __global__ void dml::pad_tiles<8, 8, long long, 4, 4>(const unsigned long long*, unsigned long long*, const dml::PadParams);
-template __global__ void dml::pad_chunks<1, 1, int>(const unsigned char*, unsigned char*, const dml::PadParams);
-template __global__ void dml::pad_chunks<2, 4, int>(const unsigned short*, unsigned short*, const dml::PadParams);
-template __global__ void dml::pad_chunks<4, 4, int>(const unsigned int*, unsigned int*, const dml::PadParams);
-template __global__ void dml::pad_chunks<4, 8, long long>(const unsigned int*, unsigned int*, const dml::PadParams);
-template __global__ void dml::pad_chunks<8, 3, int>(const unsigned long long*, unsigned long long*, const dml::PadParams);
+template __global__ void dml::pad_chunks<1, 1, 1, 1, int>(const unsigned char*, unsigned char*, const dml::PadParams);
+template __global__ void dml::pad_chunks<2, 4, 2, 2, int>(const unsigned short*, unsigned short*, const dml::PadParams);
+template __global__ void dml::pad_chunks<4, 3, 0, 1, int>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_chunks<4, 3, 0, 2, int>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_chunks<4, 3, 2, 2, int>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_chunks<4, 8, 3, 4, long long>(const unsigned int*, unsigned int*, const dml::PadParams);
+template __global__ void dml::pad_chunks<8, 3, 4, 2, int>(const unsigned long long*, unsigned long long*, const dml::PadParams);
 #endif

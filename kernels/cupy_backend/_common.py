@@ -317,14 +317,16 @@ def chunk_plan(
     source: str,
     name: str,
     *template_args: object,
+    per_thread: int = 1,
 ) -> Plan:
     """The `Plan` of a row-chunk kernel (common.cuh, row_chunk): one thread per 16-byte chunk
-    of each output row of ``width`` elements. Fills the struct's ``chunk_div`` and
-    ``total_chunks``; the index type (from the input's element strides and the counts) is the
-    last template argument."""
+    of each output row of ``width`` elements (``per_thread`` chunks where the kernel takes
+    several). Fills the struct's ``chunk_div`` and ``total_chunks``; the index type (from the
+    input's element strides and the counts) is the last template argument."""
     chunks = chunks_per_row(width, itemsize)
     total = math.prod(out_shape) // width * chunks
     params["chunk_div"] = fast_divmod(chunks)
     params["total_chunks"] = total
     idx = index_type(x_shape, x_strides, math.prod(out_shape), total)
-    return Plan(out_shape, launch(source, name, *template_args, idx, grid=grid_for(total)), params)
+    grid = grid_for(-(-total // per_thread))
+    return Plan(out_shape, launch(source, name, *template_args, idx, grid=grid), params)

@@ -23,12 +23,15 @@ from ._common import (
 
 __all__ = ["PATHS", "padding", "padding_on"]
 
-Path = Literal["tiles", "chunks"]
-PATHS: tuple[Path, ...] = ("tiles", "chunks")
+Path = Literal["tiles", "chunks", "chunks1"]
+PATHS: tuple[Path, ...] = ("tiles", "chunks", "chunks1")
+# pad_chunks: chunks per thread ("chunks"; "chunks1" forces one), all loaded before any is
+# stored: more bytes in flight per SM where one chunk a thread left the H200 latency-bound.
+CHUNKS_PER_THREAD = 2
 # pad_tiles: output bytes per CTA (a multiple of 16) and its shared-memory limit (the default
 # one, so no opt-in); rows longer than TILE_ROW_LIMIT take another kernel, as a tile stages
 # whole source rows and a long row would be read several times.
-TILE_BYTES = 8 * 1024
+TILE_BYTES = 16 * 1024
 TILES_SMEM_BUDGET = 48 * 1024
 TILE_ROW_LIMIT = 4 * 1024
 
@@ -148,7 +151,8 @@ def _plan(
         and max_rows * (tile_slot + 4) <= TILES_SMEM_BUDGET
     )
     if path is None:
-        # pad_chunks measured 96-97 % of copy for 4-byte elements on an H100 (run 5); pad_tiles
+        # pad_chunks measured 96-97 % of copy for 4-byte elements on an H100 (run 5; one chunk
+        # a thread, 86 % on an H200, where more bytes in flight are predicted to help); pad_tiles
         # measured faster than the row-per-group kernel it replaced on every 1- and 2-byte case
         # and than pad_chunks on maps beyond one fold.
         path = "tiles" if tiles_fit and (itemsize <= 2 or p["periodic"]) else "chunks"
@@ -173,9 +177,10 @@ def _plan(
             shared_mem=max_rows * (tile_slot + 4),
         )
         return Plan(out_shape, kernel, p)
+    per_thread = 1 if path == "chunks1" else CHUNKS_PER_THREAD
     return chunk_plan(
         p, shape, strides, out_shape, sizes_out[-1], itemsize, "padding.cu", "pad_chunks",
-        itemsize, rank,
+        itemsize, rank, PaddingMode(mode).dml_value, per_thread, per_thread=per_thread,
     )  # fmt: skip
 
 

@@ -38,7 +38,7 @@ def _padding(path: Any) -> Any:
 
 
 def _paths() -> list[Any]:
-    return [None, "tiles", "chunks"]
+    return [None, "tiles", "chunks", "chunks1"]
 
 
 def _run(path: Any, dtype: Any, mode: str, layout: str, cases: list[Any]) -> None:
