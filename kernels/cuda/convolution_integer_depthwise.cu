@@ -1,0 +1,181 @@
+// CONVOLUTION_INTEGER, depthwise (one input channel per group, any channel multiplier) with a
+// small window at unit dilation: the band kernel. The launcher
+// (kernels/cupy_backend/_convolution_integer_depthwise.py) picks it where the shape fits.
+//
+// The layer is memory-bound (1 byte in, 4 bytes out per pixel), so the kernel is shaped like
+// AVERAGE_POOLING's band kernels: a CTA owns a band of TY output rows x TW output columns of
+// one output plane, loads every input word of the band (rows with their halo) before the first
+// product, and writes 16-byte int32 stores; the grid is many short CTAs (no carried state, no
+// wave tail). The tile holds the input as raw bytes with every padded tap filled with z_x, so
+//   sum (x - z_x)(w - z_w) = sum x * w' - z_x * sum w'      (w' = w - z_w[m])
+// and padded taps cancel exactly: the inner loop has no bounds tests and no unpacking (the
+// shared loads widen the byte by its type). Window, strides and the rows per thread are
+// compile-time constants, so every tap is one immediate-offset shared load and one multiply-add.
+// Arithmetic is unsigned: exact modulo 2^32 like the reference's int32.
+
+#include "common.cuh"
+#include "convolution_integer_common.cuh"
+
+namespace dml {
+
+// WORDS (host-checked): rows contiguous along W and W a multiple of 4; where the plane's rows
+// are also 4-byte aligned (checked here, per CTA), each word of the tile is wholly inside the
+// image or wholly padding and is one 4-byte load. Otherwise each byte is gathered with its
+// own stride and bounds.
+//
+// Threads: thread (tx, ty) = (tid % TX, tid / TX) owns V = 4 consecutive outputs of TT
+// consecutive rows; the block may hold more threads than TX * TY / TT (they help load the
+// tile, the filter, and then stop).
+// Shared memory: the R*S filter taps w' (int32), then the tile, IHT rows of WPW words; tile
+// column 0 is image column ox0*SW - PL (PL: the start padding rounded up to 4, so tile words
+// and image words coincide).
+template <typename WT, typename XT, int R, int S, int SH, int SW, int TT, bool WORDS>
+__global__ void __launch_bounds__(256) conv_int_dw_bands(
+    const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
+    const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int H, int W, int OH,
+    int OW, int pad_h, int pad_w, int x_zp, int tiles, int tiles_w, int TX, int TY, int TW, int PL,
+    int WPW, int IHT, long long xs_n, long long xs_c, long long xs_h, long long xs_w,
+    long long ws_m, long long ws_r, long long ws_s) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr int V = 4;
+    constexpr int RT = (TT - 1) * SH + R;  // input rows a thread reads
+    constexpr int SPAN = (V - 1) * SW + S;  // input columns a thread reads per row
+    constexpr int U = 4;                    // tile words per thread in flight
+    unsigned char* smem = dynamic_smem<unsigned char>();
+    int* taps = reinterpret_cast<int*>(smem);
+    unsigned* tile = reinterpret_cast<unsigned*>(smem + 4 * R * S);
+
+    const int tid = static_cast<int>(threadIdx.x);
+    const int nthreads = static_cast<int>(blockDim.x);
+    const unsigned plane = blockIdx.x / static_cast<unsigned>(tiles);  // n * M + m
+    const int tile_i = static_cast<int>(blockIdx.x - plane * static_cast<unsigned>(tiles));
+    const int band = tile_i / tiles_w;
+    const int oy0 = band * TY, ox0 = (tile_i - band * tiles_w) * TW;
+    const int m = static_cast<int>(plane % static_cast<unsigned>(M));
+    const long long n = plane / static_cast<unsigned>(M);
+    const unsigned char* xp = x + n * xs_n + static_cast<long long>(m / Mg) * xs_c;
+
+    for (int i = tid; i < R * S; i += nthreads) {
+        const int r = i / S, s = i - r * S;
+        const unsigned char wb = w[m * ws_m + r * ws_r + s * ws_s];
+        taps[i] = conv::widen<WS>(wb) - w_zp[m];
+    }
+
+    // The tile: thread -> (row tr0 + k * step, word wc); every load of a thread issues before
+    // its first shared store. Threads past step * WPW load nothing (their rows would repeat).
+    const unsigned zx4 = static_cast<unsigned>(x_zp & 0xff) * 0x01010101u;
+    const int step = nthreads / WPW;
+    const int wc = tid % WPW;
+    const int tr0 = tid < step * WPW ? tid / WPW : IHT;
+    const int iy0 = oy0 * SH - pad_h;
+    const int ix = ox0 * SW - PL + 4 * wc;
+    const bool words =
+        WORDS && ((reinterpret_cast<unsigned long long>(xp) | static_cast<unsigned long long>(xs_h)) & 3) == 0;
+    for (int base = tr0; base < IHT; base += U * step) {
+        unsigned v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int row = base + u * step;
+            const int iy = iy0 + row;
+            v[u] = zx4;
+            if (row < IHT && static_cast<unsigned>(iy) < static_cast<unsigned>(H)) {
+                const unsigned char* p = xp + iy * xs_h;
+                if (words) {
+                    if (static_cast<unsigned>(ix) < static_cast<unsigned>(W)) {
+                        v[u] = __ldg(reinterpret_cast<const unsigned*>(p + ix));
+                    }
+                } else {
+                    unsigned word = 0;
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        const int col = ix + b;
+                        const unsigned byte = static_cast<unsigned>(col) < static_cast<unsigned>(W)
+                                                  ? static_cast<unsigned>(__ldg(p + col * xs_w))
+                                                  : static_cast<unsigned>(x_zp & 0xff);
+                        word |= byte << (8 * b);
+                    }
+                    v[u] = word;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int row = base + u * step;
+            if (row < IHT) tile[row * WPW + wc] = v[u];
+        }
+    }
+    __syncthreads();
+
+    int wr[R * S];
+    unsigned wsum = 0;
+#pragma unroll
+    for (int i = 0; i < R * S; ++i) {
+        wr[i] = taps[i];
+        wsum += static_cast<unsigned>(wr[i]);
+    }
+    const int ty = tid / TX, tx = tid - ty * TX;
+    const int oy = oy0 + ty * TT;
+    const int ox = ox0 + tx * V;
+    if (ty * TT >= TY || oy >= OH || ox >= OW) return;  // no barrier follows
+
+    const int WP = 4 * WPW;
+    const XT* src = reinterpret_cast<const XT*>(tile) +
+                    (ty * TT * SH) * WP + tx * V * SW + PL - pad_w;
+    unsigned acc[TT][V];
+    const unsigned bias = 0u - static_cast<unsigned>(x_zp) * wsum;
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[t][v] = bias;
+    }
+#pragma unroll
+    for (int i = 0; i < RT; ++i) {
+        int xv[SPAN];
+#pragma unroll
+        for (int j = 0; j < SPAN; ++j) xv[j] = static_cast<int>(src[i * WP + j]);
+#pragma unroll
+        for (int t = 0; t < TT; ++t) {
+            const int r = i - t * SH;
+            if (r < 0 || r >= R) continue;
+#pragma unroll
+            for (int s = 0; s < S; ++s) {
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    acc[t][v] += static_cast<unsigned>(xv[v * SW + s]) *
+                                 static_cast<unsigned>(wr[r * S + s]);
+                }
+            }
+        }
+    }
+
+    const bool vec = (OW & 3) == 0;  // ox, OW and the plane offsets all multiples of 4
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+        if (oy + t >= OH) break;
+        int* o = out + (static_cast<long long>(plane) * OH + oy + t) * OW + ox;
+        if (vec) {
+            *reinterpret_cast<int4*>(o) = make_int4(static_cast<int>(acc[t][0]), static_cast<int>(acc[t][1]),
+                                                    static_cast<int>(acc[t][2]), static_cast<int>(acc[t][3]));
+        } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                if (ox + v < OW) o[v] = static_cast<int>(acc[t][v]);
+            }
+        }
+    }
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+#define DML_DW_ARGS                                                                                  \
+    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int, int, \
+        int, int, int, int, int, int, int, int, int, int, long long, long long, long long, long long, \
+        long long, long long, long long
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 2, true>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 2, 2, 2, true>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<unsigned char, signed char, 5, 5, 1, 1, 2, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, signed char, 7, 7, 1, 1, 2, true>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<unsigned char, unsigned char, 1, 5, 1, 2, 1, false>(DML_DW_ARGS);
+#undef DML_DW_ARGS
+#endif

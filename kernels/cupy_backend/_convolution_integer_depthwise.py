@@ -1,0 +1,122 @@
+"""CONVOLUTION_INTEGER depthwise band kernel (`kernels/cuda/convolution_integer_depthwise.cu`):
+one input channel per group, a window of 1/3/5/7 rows by 3/5/7 columns, unit dilation, strides
+1 or 2. The layer is memory-bound; the kernel loads a band of input rows with their halo into
+shared memory (padding as z_x), then each thread forms 4 x TT outputs from immediate-offset
+shared loads. Shapes outside take the tiled CUDA-core kernel."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._common import INT32_LIMIT, launch
+
+__all__ = ["DepthwisePlan", "depthwise", "depthwise_plan"]
+
+_SOURCE = "convolution_integer_depthwise.cu"
+_ROWS = (1, 3, 5, 7)  # filter heights compiled (1: the 1-D form)
+_COLS = (3, 5, 7)  # filter widths compiled
+_STRIDES = (1, 2)
+_V = 4  # outputs per thread along W (one 16-byte store); the kernel's V
+_MAX_THREADS = 256
+_MAX_TX = 64  # threads along W: a CTA covers at most 256 output columns
+_SMEM_BUDGET = 48 * 1024  # tile + filter; below the opt-in limit
+# Offsets the kernel forms in 32-bit ints (rows, columns, padding) stay below this.
+_GEOMETRY_LIMIT = 1 << 30
+
+
+class DepthwisePlan(NamedTuple):
+    """The band kernel's tiling: output rows per thread (TT), threads along W (TX), output
+    rows per CTA (TY), tiles across W and in all per plane, tile words per row (WPW) and rows
+    (IHT), the start padding rounded up to 4 (PL), threads, and whether rows load as words."""
+
+    tt: int
+    tx: int
+    ty: int
+    tiles_w: int
+    tiles: int
+    wpw: int
+    iht: int
+    pl: int
+    threads: int
+    words: bool
+
+
+def _word_rows(x: Any) -> bool:
+    """Rows contiguous along W and W a multiple of 4: the kernel loads 4-byte words where a
+    plane's rows are 4-byte aligned (it checks the addresses), a word then being wholly image
+    or wholly padding."""
+    return int(x.strides[3]) == 1 and int(x.shape[3]) % 4 == 0
+
+
+def depthwise_plan(x: Any, q: Any, rows_per_thread: int | None = None) -> DepthwisePlan | None:
+    """The band kernel's plan for problem `q` (convolution_integer's _Problem), or None where
+    the shape is outside it."""
+    signed = x.dtype == np.int8
+    zx_fits = -128 <= q.zx <= 127 if signed else 0 <= q.zx <= 255
+    shape_ok = (
+        q.cg == 1
+        and q.r in _ROWS
+        and q.s in _COLS
+        and (q.dh == 1 or q.r == 1)
+        and q.dw == 1
+        and q.sh in _STRIDES
+        and q.sw in _STRIDES
+        and zx_fits  # the padding is filled with z_x as a byte of the input's type
+    )
+    big = max(q.h, q.wd, q.ph, q.pw, q.oh * q.sh, q.ow * q.sw) >= _GEOMETRY_LIMIT
+    if not shape_ok or big:
+        return None
+    oh, ow = q.oh, q.ow
+    tt = rows_per_thread or (2 if oh >= 4 else 1)
+    tx = min(-(-ow // _V), _MAX_TX)
+    tw = _V * tx
+    tiles_w = -(-ow // tw)
+    tyt = max(1, min(-(-oh // tt), _MAX_THREADS // tx))
+    bands = -(-oh // (tyt * tt))
+    tyt = -(-(-(-oh // bands)) // tt)  # balanced bands: the last is not a sliver
+    ty = tyt * tt
+    pl = -(-q.pw // 4) * 4
+    wpw = -(-(pl - q.pw + (tw - 1) * q.sw + q.s) // 4)
+    iht = (ty - 1) * q.sh + q.r
+    smem = 4 * q.r * q.s + 4 * wpw * iht
+    threads = -(-max(tx * tyt, wpw, q.r * q.s) // 32) * 32
+    tiles = bands * tiles_w
+    if smem > _SMEM_BUDGET or threads > 1024 or q.n * q.m * tiles > INT32_LIMIT:
+        return None
+    return DepthwisePlan(tt, tx, ty, tiles_w, tiles, wpw, iht, pl, threads, _word_rows(x))
+
+
+def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
+    """Launch the band kernel for `q` into `out` (N, M, OH, OW) int32."""
+    import cupy
+
+    tt, tx, ty, tiles_w, tiles, wpw, iht, pl, threads, words = plan
+    kernel = launch(
+        _SOURCE,
+        "conv_int_dw_bands",
+        w.dtype,
+        x.dtype,
+        q.r,
+        q.s,
+        q.sh,
+        q.sw,
+        tt,
+        words,
+        grid=(q.n * q.m * tiles, 1, 1),
+        block=(threads, 1, 1),
+        shared_mem=4 * q.r * q.s + 4 * wpw * iht,
+    )
+    zp_dev = cupy.asarray(q.w_zp)
+    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, tiles, tiles_w, tx, ty)
+    ints += (_V * tx, pl, wpw, iht)
+    kernel(
+        x,
+        w,
+        zp_dev,
+        out,
+        *(np.int32(v) for v in ints),
+        *(np.int64(v) for v in x.strides),
+        *(np.int64(v) for v in (w.strides[0], w.strides[2], w.strides[3])),
+    )
