@@ -50,7 +50,7 @@ def _word_rows(x: Any) -> bool:
     return int(x.strides[3]) == 1 and int(x.shape[3]) % 4 == 0
 
 
-def depthwise_plan(x: Any, q: Any, rows_per_thread: int | None = None) -> DepthwisePlan | None:
+def depthwise_plan(x: Any, q: Any) -> DepthwisePlan | None:
     """The band kernel's plan for problem `q` (convolution_integer's _Problem), or None where
     the shape is outside it."""
     signed = x.dtype == np.int8
@@ -69,13 +69,14 @@ def depthwise_plan(x: Any, q: Any, rows_per_thread: int | None = None) -> Depthw
     if not shape_ok or big:
         return None
     oh, ow = q.oh, q.ow
-    tt = rows_per_thread or (2 if oh >= 4 else 1)
+    tt = 2 if oh >= 4 else 1  # two rows share the window's middle input rows
     tx = min(-(-ow // _V), _MAX_TX)
     tw = _V * tx
     tiles_w = -(-ow // tw)
     tyt = max(1, min(-(-oh // tt), _MAX_THREADS // tx))
     bands = -(-oh // (tyt * tt))
-    tyt = -(-(-(-oh // bands)) // tt)  # balanced bands: the last is not a sliver
+    rows = -(-oh // bands)  # balanced bands: the last is not a sliver
+    tyt = -(-rows // tt)
     ty = tyt * tt
     pl = -(-q.pw // 4) * 4
     wpw = -(-(pl - q.pw + (tw - 1) * q.sw + q.s) // 4)
@@ -83,7 +84,7 @@ def depthwise_plan(x: Any, q: Any, rows_per_thread: int | None = None) -> Depthw
     smem = 4 * q.r * q.s + 4 * wpw * iht
     threads = -(-max(tx * tyt, wpw, q.r * q.s) // 32) * 32
     tiles = bands * tiles_w
-    if smem > _SMEM_BUDGET or threads > 1024 or q.n * q.m * tiles > INT32_LIMIT:
+    if smem > _SMEM_BUDGET or threads > _MAX_THREADS or q.n * q.m * tiles > INT32_LIMIT:
         return None
     return DepthwisePlan(tt, tx, ty, tiles_w, tiles, wpw, iht, pl, threads, _word_rows(x))
 
@@ -109,8 +110,8 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         shared_mem=4 * q.r * q.s + 4 * wpw * iht,
     )
     zp_dev = cupy.asarray(q.w_zp)
-    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, tiles, tiles_w, tx, ty)
-    ints += (_V * tx, pl, wpw, iht)
+    sizes = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx)
+    ints = (*sizes, tiles, tiles_w, tx, ty, _V * tx, pl, wpw, iht)
     kernel(
         x,
         w,
