@@ -18,42 +18,48 @@
 
 namespace dml {
 
+// (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod): the
+// divisions by run-time sizes cost 3 instructions, not ~20.
+__device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
+    return static_cast<int>((__umulhi(static_cast<unsigned>(n), mul) + static_cast<unsigned>(n)) >> shift);
+}
+
 // WORDS (host-checked): rows contiguous along W and W a multiple of 4; where the plane's rows
 // are also 4-byte aligned (checked here, per CTA), each word of the tile is wholly inside the
 // image or wholly padding and is one 4-byte load. Otherwise each byte is gathered with its
 // own stride and bounds.
 //
-// Threads: thread (tx, ty) = (tid % TX, tid / TX) owns V = 4 consecutive outputs of TT
-// consecutive rows; the block may hold more threads than TX * TY / TT (they help load the
-// tile, the filter, and then stop).
+// Grid (plane n * M + m, band of TY output rows, tile of TW output columns). Thread (tx, ty) =
+// (tid % TX, tid / TX) owns V = 4 consecutive outputs of TT consecutive rows; the block may
+// hold more threads than TX * TY / TT (they help load the tile and the filter, then stop).
 // Shared memory: the R*S filter taps w' (int32), then the tile, IHT rows of WPW words; tile
 // column 0 is image column ox0*SW - PL (PL: the start padding rounded up to 4, so tile words
-// and image words coincide).
+// and image words coincide). div = (mul, shift) pairs for M, Mg, WPW, TX.
 template <typename WT, typename XT, int R, int S, int SH, int SW, int TT, bool WORDS>
 __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int H, int W, int OH,
-    int OW, int pad_h, int pad_w, int x_zp, int tiles, int tiles_w, int TX, int TY, int TW, int PL,
-    int WPW, int IHT, long long xs_n, long long xs_c, long long xs_h, long long xs_w,
-    long long ws_m, long long ws_r, long long ws_s) {
+    int OW, int pad_h, int pad_w, int x_zp, int TX, int TY, int PL, int WPW, int IHT,
+    unsigned mul_m, unsigned sh_m, unsigned mul_mg, unsigned sh_mg, unsigned mul_wpw,
+    unsigned sh_wpw, unsigned mul_tx, unsigned sh_tx, long long xs_n, long long xs_c,
+    long long xs_h, long long xs_w, long long ws_m, long long ws_r, long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     constexpr int V = 4;
     constexpr int RT = (TT - 1) * SH + R;  // input rows a thread reads
     constexpr int SPAN = (V - 1) * SW + S;  // input columns a thread reads per row
-    constexpr int U = 4;                    // tile words per thread in flight
+    constexpr int U = 8;                    // tile words per thread in flight
     unsigned char* smem = dynamic_smem<unsigned char>();
     int* taps = reinterpret_cast<int*>(smem);
     unsigned* tile = reinterpret_cast<unsigned*>(smem + 4 * R * S);
 
     const int tid = static_cast<int>(threadIdx.x);
     const int nthreads = static_cast<int>(blockDim.x);
-    const unsigned plane = blockIdx.x / static_cast<unsigned>(tiles);  // n * M + m
-    const int tile_i = static_cast<int>(blockIdx.x - plane * static_cast<unsigned>(tiles));
-    const int band = tile_i / tiles_w;
-    const int oy0 = band * TY, ox0 = (tile_i - band * tiles_w) * TW;
-    const int m = static_cast<int>(plane % static_cast<unsigned>(M));
-    const long long n = plane / static_cast<unsigned>(M);
-    const unsigned char* xp = x + n * xs_n + static_cast<long long>(m / Mg) * xs_c;
+    const int plane = static_cast<int>(blockIdx.x);  // n * M + m
+    const int oy0 = static_cast<int>(blockIdx.y) * TY, ox0 = static_cast<int>(blockIdx.z) * (V * TX);
+    const int n = dw_div(plane, mul_m, sh_m);
+    const int m = plane - n * M;
+    const unsigned char* xp =
+        x + static_cast<long long>(n) * xs_n + static_cast<long long>(dw_div(m, mul_mg, sh_mg)) * xs_c;
 
     for (int i = tid; i < R * S; i += nthreads) {
         const int r = i / S, s = i - r * S;
@@ -61,41 +67,43 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
         taps[i] = conv::widen<WS>(wb) - w_zp[m];
     }
 
-    // The tile: thread -> (row tr0 + k * step, word wc); every load of a thread issues before
+    // The tile: thread -> (rows tr0 + k * step, word wc); every load of a thread issues before
     // its first shared store. Threads past step * WPW load nothing (their rows would repeat).
     const unsigned zx4 = static_cast<unsigned>(x_zp & 0xff) * 0x01010101u;
-    const int step = nthreads / WPW;
-    const int wc = tid % WPW;
-    const int tr0 = tid < step * WPW ? tid / WPW : IHT;
+    const int step = dw_div(nthreads, mul_wpw, sh_wpw);
+    const int tq = dw_div(tid, mul_wpw, sh_wpw);
+    const int wc = tid - tq * WPW;
+    const int tr0 = tq < step ? tq : IHT;
     const int iy0 = oy0 * SH - pad_h;
     const int ix = ox0 * SW - PL + 4 * wc;
     const bool words =
         WORDS && ((reinterpret_cast<unsigned long long>(xp) | static_cast<unsigned long long>(xs_h)) & 3) == 0;
+    const bool col_in = static_cast<unsigned>(ix) < static_cast<unsigned>(W);  // the word path's
     for (int base = tr0; base < IHT; base += U * step) {
         unsigned v[U];
+        if (words) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int row = base + u * step;
-            const int iy = iy0 + row;
-            v[u] = zx4;
-            if (row < IHT && static_cast<unsigned>(iy) < static_cast<unsigned>(H)) {
+            for (int u = 0; u < U; ++u) {
+                const int iy = iy0 + base + u * step;
+                const bool in = col_in && base + u * step < IHT && static_cast<unsigned>(iy) < static_cast<unsigned>(H);
+                v[u] = in ? __ldg(reinterpret_cast<const unsigned*>(xp + iy * xs_h + ix)) : zx4;
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int iy = iy0 + base + u * step;
+                const bool in = base + u * step < IHT && static_cast<unsigned>(iy) < static_cast<unsigned>(H);
                 const unsigned char* p = xp + iy * xs_h;
-                if (words) {
-                    if (static_cast<unsigned>(ix) < static_cast<unsigned>(W)) {
-                        v[u] = __ldg(reinterpret_cast<const unsigned*>(p + ix));
-                    }
-                } else {
-                    unsigned word = 0;
+                unsigned word = 0;
 #pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        const int col = ix + b;
-                        const unsigned byte = static_cast<unsigned>(col) < static_cast<unsigned>(W)
-                                                  ? static_cast<unsigned>(__ldg(p + col * xs_w))
-                                                  : static_cast<unsigned>(x_zp & 0xff);
-                        word |= byte << (8 * b);
-                    }
-                    v[u] = word;
+                for (int b = 0; b < 4; ++b) {
+                    const int col = ix + b;
+                    const unsigned byte = in && static_cast<unsigned>(col) < static_cast<unsigned>(W)
+                                              ? static_cast<unsigned>(__ldg(p + col * xs_w))
+                                              : static_cast<unsigned>(x_zp & 0xff);
+                    word |= byte << (8 * b);
                 }
+                v[u] = word;
             }
         }
 #pragma unroll
@@ -113,14 +121,13 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
         wr[i] = taps[i];
         wsum += static_cast<unsigned>(wr[i]);
     }
-    const int ty = tid / TX, tx = tid - ty * TX;
+    const int ty = dw_div(tid, mul_tx, sh_tx), tx = tid - ty * TX;
     const int oy = oy0 + ty * TT;
     const int ox = ox0 + tx * V;
     if (ty * TT >= TY || oy >= OH || ox >= OW) return;  // no barrier follows
 
     const int WP = 4 * WPW;
-    const XT* src = reinterpret_cast<const XT*>(tile) +
-                    (ty * TT * SH) * WP + tx * V * SW + PL - pad_w;
+    const XT* src = reinterpret_cast<const XT*>(tile) + (ty * TT * SH) * WP + tx * V * SW + PL - pad_w;
     unsigned acc[TT][V];
     const unsigned bias = 0u - static_cast<unsigned>(x_zp) * wsum;
 #pragma unroll
@@ -141,8 +148,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
             for (int s = 0; s < S; ++s) {
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
-                    acc[t][v] += static_cast<unsigned>(xv[v * SW + s]) *
-                                 static_cast<unsigned>(wr[r * S + s]);
+                    acc[t][v] += static_cast<unsigned>(xv[v * SW + s]) * static_cast<unsigned>(wr[r * S + s]);
                 }
             }
         }
@@ -168,10 +174,11 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_DW_ARGS                                                                                  \
-    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int, int, \
-        int, int, int, int, int, int, int, int, int, int, long long, long long, long long, long long, \
-        long long, long long, long long
+#define DML_DW_ARGS                                                                                    \
+    const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int, int,   \
+        int, int, int, int, int, int, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+        unsigned, unsigned, long long, long long, long long, long long, long long, long long, long long
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 4, true>(DML_DW_ARGS);
 template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 2, true>(DML_DW_ARGS);
 template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 2, 2, 2, true>(DML_DW_ARGS);
 template __global__ void dml::conv_int_dw_bands<unsigned char, signed char, 5, 5, 1, 1, 2, false>(DML_DW_ARGS);

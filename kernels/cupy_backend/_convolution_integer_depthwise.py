@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, launch
+from ._common import INT32_LIMIT, fast_divmod, launch
 
 __all__ = ["DepthwisePlan", "depthwise", "depthwise_plan"]
 
@@ -28,14 +28,14 @@ _GEOMETRY_LIMIT = 1 << 30
 
 class DepthwisePlan(NamedTuple):
     """The band kernel's tiling: output rows per thread (TT), threads along W (TX), output
-    rows per CTA (TY), tiles across W and in all per plane, tile words per row (WPW) and rows
+    rows per CTA (TY), bands per plane and tiles across W, tile words per row (WPW) and rows
     (IHT), the start padding rounded up to 4 (PL), threads, and whether rows load as words."""
 
     tt: int
     tx: int
     ty: int
+    bands: int
     tiles_w: int
-    tiles: int
     wpw: int
     iht: int
     pl: int
@@ -69,7 +69,9 @@ def depthwise_plan(x: Any, q: Any) -> DepthwisePlan | None:
     if not shape_ok or big:
         return None
     oh, ow = q.oh, q.ow
-    tt = 2 if oh >= 4 else 1  # two rows share the window's middle input rows
+    # Rows per thread: consecutive rows share the window's input rows and the per-thread
+    # set-up; 4 where the filter's taps leave registers for 16 accumulators.
+    tt = 4 if oh >= 8 and q.r * q.s <= 9 else 2 if oh >= 4 else 1
     tx = min(-(-ow // _V), _MAX_TX)
     tw = _V * tx
     tiles_w = -(-ow // tw)
@@ -83,17 +85,17 @@ def depthwise_plan(x: Any, q: Any) -> DepthwisePlan | None:
     iht = (ty - 1) * q.sh + q.r
     smem = 4 * q.r * q.s + 4 * wpw * iht
     threads = -(-max(tx * tyt, wpw, q.r * q.s) // 32) * 32
-    tiles = bands * tiles_w
-    if smem > _SMEM_BUDGET or threads > _MAX_THREADS or q.n * q.m * tiles > INT32_LIMIT:
+    grid_ok = q.n * q.m <= INT32_LIMIT and max(bands, tiles_w) <= 65535
+    if smem > _SMEM_BUDGET or threads > _MAX_THREADS or not grid_ok:
         return None
-    return DepthwisePlan(tt, tx, ty, tiles_w, tiles, wpw, iht, pl, threads, _word_rows(x))
+    return DepthwisePlan(tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, _word_rows(x))
 
 
 def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     """Launch the band kernel for `q` into `out` (N, M, OH, OW) int32."""
     import cupy
 
-    tt, tx, ty, tiles_w, tiles, wpw, iht, pl, threads, words = plan
+    tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, words = plan
     kernel = launch(
         _SOURCE,
         "conv_int_dw_bands",
@@ -105,19 +107,20 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         q.sw,
         tt,
         words,
-        grid=(q.n * q.m * tiles, 1, 1),
+        grid=(q.n * q.m, bands, tiles_w),
         block=(threads, 1, 1),
         shared_mem=4 * q.r * q.s + 4 * wpw * iht,
     )
     zp_dev = cupy.asarray(q.w_zp)
-    sizes = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx)
-    ints = (*sizes, tiles, tiles_w, tx, ty, _V * tx, pl, wpw, iht)
+    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, tx, ty, pl, wpw, iht)
+    divisors = (fast_divmod(d)[1:] for d in (q.m, q.mg, wpw, tx))  # (mul, shift) each
     kernel(
         x,
         w,
         zp_dev,
         out,
         *(np.int32(v) for v in ints),
+        *(np.uint32(v) for pair in divisors for v in pair),
         *(np.int64(v) for v in x.strides),
         *(np.int64(v) for v in (w.strides[0], w.strides[2], w.strides[3])),
     )
