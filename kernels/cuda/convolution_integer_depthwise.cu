@@ -18,6 +18,8 @@
 
 namespace dml {
 
+constexpr int DW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
+
 // (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod): the
 // divisions by run-time sizes cost 3 instructions, not ~20.
 __device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
@@ -34,12 +36,14 @@ __device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
 // hold more threads than TX * TY / TT (they help load the tile and the filter, then stop).
 // Shared memory: the R*S filter taps w' (int32), then the tile, IHT rows of WPW words; tile
 // column 0 is image column ox0*SW - PL (PL: the start padding rounded up to 4, so tile words
-// and image words coincide). div = (mul, shift) pairs for M, Mg, WPW, TX.
+// and image words coincide). zw_all: the filter zero point of every channel, or DW_PER_CHANNEL
+// where they differ (then w_zp[m]; a per-tensor zero point needs no device copy). The (mul, shift)
+// pairs divide by M, Mg, WPW and TX.
 template <typename WT, typename XT, int R, int S, int SH, int SW, int TT, bool WORDS>
 __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int H, int W, int OH,
-    int OW, int pad_h, int pad_w, int x_zp, int TX, int TY, int PL, int WPW, int IHT,
+    int OW, int pad_h, int pad_w, int x_zp, int zw_all, int TX, int TY, int PL, int WPW, int IHT,
     unsigned mul_m, unsigned sh_m, unsigned mul_mg, unsigned sh_mg, unsigned mul_wpw,
     unsigned sh_wpw, unsigned mul_tx, unsigned sh_tx, long long xs_n, long long xs_c,
     long long xs_h, long long xs_w, long long ws_m, long long ws_r, long long ws_s) {
@@ -64,7 +68,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     for (int i = tid; i < R * S; i += nthreads) {
         const int r = i / S, s = i - r * S;
         const unsigned char wb = w[m * ws_m + r * ws_r + s * ws_s];
-        taps[i] = conv::widen<WS>(wb) - w_zp[m];
+        taps[i] = conv::widen<WS>(wb) - (zw_all == DW_PER_CHANNEL ? w_zp[m] : zw_all);
     }
 
     // The tile: thread -> (rows tr0 + k * step, word wc); every load of a thread issues before
@@ -176,7 +180,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
 #define DML_DW_ARGS                                                                                    \
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int, int,   \
-        int, int, int, int, int, int, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+        int, int, int, int, int, int, int, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
         unsigned, unsigned, long long, long long, long long, long long, long long, long long, long long
 template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 4, true>(DML_DW_ARGS);
 template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 2, true>(DML_DW_ARGS);

@@ -22,6 +22,7 @@ _V = 4  # outputs per thread along W (one 16-byte store); the kernel's V
 _MAX_THREADS = 256
 _MAX_TX = 64  # threads along W: a CTA covers at most 256 output columns
 _SMEM_BUDGET = 48 * 1024  # tile + filter; below the opt-in limit
+_PER_CHANNEL = -(2**31)  # the kernel's DW_PER_CHANNEL: zero points read per channel
 # Offsets the kernel forms in 32-bit ints (rows, columns, padding) stay below this.
 _GEOMETRY_LIMIT = 1 << 30
 
@@ -111,8 +112,12 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         block=(threads, 1, 1),
         shared_mem=4 * q.r * q.s + 4 * wpw * iht,
     )
-    zp_dev = cupy.asarray(q.w_zp)
-    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, tx, ty, pl, wpw, iht)
+    # One zero point for every channel (the usual case) travels as an argument, with no
+    # host-to-device copy; else the per-channel array (the kernel's DW_PER_CHANNEL).
+    per_channel = bool((q.w_zp != q.w_zp[0]).any()) or int(q.w_zp[0]) == _PER_CHANNEL
+    zp_dev = cupy.asarray(q.w_zp) if per_channel else out
+    zw_all = _PER_CHANNEL if per_channel else int(q.w_zp[0])
+    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, zw_all, tx, ty, pl, wpw, iht)
     divisors = (fast_divmod(d)[1:] for d in (q.m, q.mg, wpw, tx))  # (mul, shift) each
     kernel(
         x,
