@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     constexpr int V = 4;
     constexpr int RT = (TT - 1) * SH + R;  // input rows a thread reads
     constexpr int SPAN = (V - 1) * SW + S;  // input columns a thread reads per row
-    constexpr int U = 8;                    // tile words per thread in flight
+    constexpr int U = 4;                    // tile words per thread in flight (per pass)
     unsigned char* smem = dynamic_smem<unsigned char>();
     int* taps = reinterpret_cast<int*>(smem);
     unsigned* tile = reinterpret_cast<unsigned*>(smem + 4 * R * S);
