@@ -37,13 +37,14 @@ __device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
 // Shared memory: the R*S filter taps w' (int32), then the tile, IHT rows of WPW words; tile
 // column 0 is image column ox0*SW - PL (PL: the start padding rounded up to 4, so tile words
 // and image words coincide). zw_all: the filter zero point of every channel, or DW_PER_CHANNEL
-// where they differ (then w_zp[m]; a per-tensor zero point needs no device copy). The (mul, shift)
-// pairs divide by M, Mg, WPW and TX.
+// where they differ (then w_zp[m]; a per-tensor zero point needs no device copy). step: the tile
+// rows one pass of the block loads (threads / WPW). The (mul, shift) pairs divide by M, Mg, WPW
+// and TX.
 template <typename WT, typename XT, int R, int S, int SH, int SW, int TT, bool WORDS>
 __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int H, int W, int OH,
-    int OW, int pad_h, int pad_w, int x_zp, int zw_all, int TX, int TY, int PL, int WPW, int IHT,
+    int OW, int pad_h, int pad_w, int x_zp, int zw_all, int TX, int TY, int PL, int WPW, int IHT, int step,
     unsigned mul_m, unsigned sh_m, unsigned mul_mg, unsigned sh_mg, unsigned mul_wpw,
     unsigned sh_wpw, unsigned mul_tx, unsigned sh_tx, long long xs_n, long long xs_c,
     long long xs_h, long long xs_w, long long ws_m, long long ws_r, long long ws_s) {
@@ -57,7 +58,6 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     unsigned* tile = reinterpret_cast<unsigned*>(smem + 4 * R * S);
 
     const int tid = static_cast<int>(threadIdx.x);
-    const int nthreads = static_cast<int>(blockDim.x);
     const int plane = static_cast<int>(blockIdx.x);  // n * M + m
     const int oy0 = static_cast<int>(blockIdx.y) * TY, ox0 = static_cast<int>(blockIdx.z) * (V * TX);
     const int n = dw_div(plane, mul_m, sh_m);
@@ -65,16 +65,17 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const unsigned char* xp =
         x + static_cast<long long>(n) * xs_n + static_cast<long long>(dw_div(m, mul_mg, sh_mg)) * xs_c;
 
-    for (int i = tid; i < R * S; i += nthreads) {
-        const int r = i / S, s = i - r * S;
+    if (tid < R * S) {  // the launcher's block holds at least R * S threads
+        const int r = tid / S, s = tid - r * S;
         const unsigned char wb = w[m * ws_m + r * ws_r + s * ws_s];
-        taps[i] = conv::widen<WS>(wb) - (zw_all == DW_PER_CHANNEL ? w_zp[m] : zw_all);
+        taps[tid] = conv::widen<WS>(wb) - (zw_all == DW_PER_CHANNEL ? w_zp[m] : zw_all);
     }
 
-    // The tile: thread -> (rows tr0 + k * step, word wc); every load of a thread issues before
+    // The tile: thread -> (rows tr0 + k * step, word wc); every load of a pass issues before
     // its first shared store. Threads past step * WPW load nothing (their rows would repeat).
+    // Row, image row, source pointer and tile slot advance by additions: no multiplication
+    // and no 64-bit address arithmetic per word beyond one 64-bit add.
     const unsigned zx4 = static_cast<unsigned>(x_zp & 0xff) * 0x01010101u;
-    const int step = dw_div(nthreads, mul_wpw, sh_wpw);
     const int tq = dw_div(tid, mul_wpw, sh_wpw);
     const int wc = tid - tq * WPW;
     const int tr0 = tq < step ? tq : IHT;
@@ -82,38 +83,50 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const int ix = ox0 * SW - PL + 4 * wc;
     const bool words =
         WORDS && ((reinterpret_cast<unsigned long long>(xp) | static_cast<unsigned long long>(xs_h)) & 3) == 0;
-    const bool col_in = static_cast<unsigned>(ix) < static_cast<unsigned>(W);  // the word path's
-    for (int base = tr0; base < IHT; base += U * step) {
-        unsigned v[U];
-        if (words) {
+    // The band's image rows as tile rows [r_lo, r_hi), set once per CTA: one unsigned compare
+    // a word tests both image edges and the tile's end, inside the image or across its edges.
+    const int r_lo = iy0 < 0 ? -iy0 : 0;
+    const int r_hi = min(IHT, H - iy0);
+    const unsigned r_span = r_hi > r_lo ? static_cast<unsigned>(r_hi - r_lo) : 0u;
+    const long long row_step = static_cast<long long>(step) * xs_h;
+    const unsigned char* p = xp + static_cast<long long>(iy0 + tr0) * xs_h;
+    unsigned* slot = tile + tr0 * WPW + wc;
+    const int slot_step = step * WPW;
+    if (words) {
+        // Whole words: wholly image or wholly padding along W (the host's WORDS check).
+        const bool col_in = static_cast<unsigned>(ix) < static_cast<unsigned>(W);
+        p += ix;
+        for (int row = tr0; row < IHT; row += U * step) {
+            unsigned v[U];
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const int iy = iy0 + base + u * step;
-                const bool in = col_in && base + u * step < IHT && static_cast<unsigned>(iy) < static_cast<unsigned>(H);
-                v[u] = in ? __ldg(reinterpret_cast<const unsigned*>(xp + iy * xs_h + ix)) : zx4;
+                const bool in = col_in && static_cast<unsigned>(row + u * step - r_lo) < r_span;
+                v[u] = in ? __ldg(reinterpret_cast<const unsigned*>(p)) : zx4;
+                p += row_step;
             }
-        } else {
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const int iy = iy0 + base + u * step;
-                const bool in = base + u * step < IHT && static_cast<unsigned>(iy) < static_cast<unsigned>(H);
-                const unsigned char* p = xp + iy * xs_h;
-                unsigned word = 0;
-#pragma unroll
-                for (int b = 0; b < 4; ++b) {
-                    const int col = ix + b;
-                    const unsigned byte = in && static_cast<unsigned>(col) < static_cast<unsigned>(W)
-                                              ? static_cast<unsigned>(__ldg(p + col * xs_w))
-                                              : static_cast<unsigned>(x_zp & 0xff);
-                    word |= byte << (8 * b);
-                }
-                v[u] = word;
+                if (row + u * step < IHT) slot[u * slot_step] = v[u];
             }
+            slot += U * slot_step;
         }
+    } else {
+        // Bytes gathered one tile word at a time (the fallback: four loads in flight keep the
+        // registers of the word path's).
+        for (int row = tr0; row < IHT; row += step) {
+            const bool in = static_cast<unsigned>(row - r_lo) < r_span;
+            unsigned word = 0;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int row = base + u * step;
-            if (row < IHT) tile[row * WPW + wc] = v[u];
+            for (int b = 0; b < 4; ++b) {
+                const int col = ix + b;
+                const unsigned byte = in && static_cast<unsigned>(col) < static_cast<unsigned>(W)
+                                          ? static_cast<unsigned>(__ldg(p + col * xs_w))
+                                          : static_cast<unsigned>(x_zp & 0xff);
+                word |= byte << (8 * b);
+            }
+            *slot = word;
+            p += row_step;
+            slot += slot_step;
         }
     }
     __syncthreads();
@@ -180,7 +193,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
 #define DML_DW_ARGS                                                                                    \
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int, int,   \
-        int, int, int, int, int, int, int, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+        int, int, int, int, int, int, int, int, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
         unsigned, unsigned, long long, long long, long long, long long, long long, long long, long long
 template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 4, true>(DML_DW_ARGS);
 template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 2, true>(DML_DW_ARGS);

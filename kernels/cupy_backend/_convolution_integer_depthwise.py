@@ -117,7 +117,8 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     per_channel = bool((q.w_zp != q.w_zp[0]).any()) or int(q.w_zp[0]) == _PER_CHANNEL
     zp_dev = cupy.asarray(q.w_zp) if per_channel else out
     zw_all = _PER_CHANNEL if per_channel else int(q.w_zp[0])
-    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, zw_all, tx, ty, pl, wpw, iht)
+    step = threads // wpw  # tile rows per pass of the block's loads
+    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, zw_all, tx, ty, pl, wpw, iht, step)
     divisors = (fast_divmod(d)[1:] for d in (q.m, q.mg, wpw, tx))  # (mul, shift) each
     kernel(
         x,
