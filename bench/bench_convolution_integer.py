@@ -153,6 +153,9 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
         if c == g:  # depthwise: the tiled kernel the band kernel replaced, in the same run
             row["ours_tiled_ms"] = time_ms(variant(mod.Options(depthwise=False)), inner, reps, 3)
+            # the band kernel's multiply-add form (the default takes dp4a tap rows here)
+            madd = variant(mod.Options(depthwise_dp4a=False))
+            row["ours_band_madd_ms"] = time_ms(madd, inner, reps, 3)
         tiled = mod.Options(depthwise=False, prefetch=False)
         row["ours_no_prefetch_ms"] = time_ms(variant(tiled), inner, reps, 3)
         row["tiled_variants_ms"] = {}
@@ -282,6 +285,7 @@ def main() -> None:
             print(
                 f"\ndepthwise {r['case']}: band {r['ours_ms'] * 1e3:.1f} us "
                 f"({copy_gb / (r['ours_ms'] * 1e-3):.0f} GB/s in+out), "
+                f"band multiply-add form {r['ours_band_madd_ms'] * 1e3:.1f} us, "
                 f"tiled {r['ours_tiled_ms'] * 1e3:.1f} us, "
                 f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us; "
                 f"band/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "

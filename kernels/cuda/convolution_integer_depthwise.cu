@@ -12,6 +12,12 @@
 // shared loads widen the byte by its type). Window, strides and the rows per thread are
 // compile-time constants, so every tap is one immediate-offset shared load and one multiply-add.
 // Arithmetic is unsigned: exact modulo 2^32 like the reference's int32.
+//
+// DP (3-wide windows at unit column stride, where every w' fits a signed byte: the launcher
+// checks the filter's type and zero points): a tap row is one dp4a of the window's three input
+// bytes (and a fourth with weight 0) against the row's packed w', so a thread's 4 x TT outputs
+// take R dp4a each in place of 3R multiply-adds; a tile row's windows come from two aligned
+// words by funnel shift and byte permutes. The dp4a sum is exact in int32 and adds modulo 2^32.
 
 #include "common.cuh"
 #include "convolution_integer_common.cuh"
@@ -24,6 +30,28 @@ constexpr int DW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points
 // divisions by run-time sizes cost 3 instructions, not ~20.
 __device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
     return static_cast<int>((__umulhi(static_cast<unsigned>(n), mul) + static_cast<unsigned>(n)) >> shift);
+}
+
+// acc + the dot product of x's four bytes (signed where XS) with w's four signed bytes.
+template <bool XS>
+__device__ __forceinline__ unsigned dw_dp4a(unsigned x, unsigned w, unsigned acc) {
+#ifdef __CUDA_ARCH__
+    unsigned r;
+    if constexpr (XS) {
+        asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(w), "r"(acc));
+    } else {
+        asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(w), "r"(acc));
+    }
+    return r;
+#else
+    int sum = 0;
+    for (int b = 0; b < 4; ++b) {
+        const int xb = XS ? static_cast<int>(static_cast<signed char>(x >> (8 * b)))
+                          : static_cast<int>((x >> (8 * b)) & 0xff);
+        sum += xb * static_cast<int>(static_cast<signed char>(w >> (8 * b)));
+    }
+    return acc + static_cast<unsigned>(sum);
+#endif
 }
 
 // WORDS (host-checked): rows contiguous along W and W a multiple of 4; where the plane's rows
@@ -39,8 +67,9 @@ __device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
 // and image words coincide). zw_all: the filter zero point of every channel, or DW_PER_CHANNEL
 // where they differ (then w_zp[m]; a per-tensor zero point needs no device copy). step: the tile
 // rows one pass of the block loads (threads / WPW). The (mul, shift) pairs divide by M, Mg, WPW
-// and TX.
-template <typename WT, typename XT, int R, int S, int SH, int SW, int TT, bool WORDS>
+// and TX. With DP the launcher allocates one word past the tile: the last row's windows read
+// it (into a byte whose weight is 0).
+template <typename WT, typename XT, int R, int S, int SH, int SW, int TT, bool WORDS, bool DP>
 __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int M, int Mg, int H, int W, int OH,
@@ -49,6 +78,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     unsigned sh_wpw, unsigned mul_tx, unsigned sh_tx, long long xs_n, long long xs_c,
     long long xs_h, long long xs_w, long long ws_m, long long ws_r, long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
+    static_assert(!DP || (S <= 3 && SW == 1), "dp4a windows: at most 3 columns, unit column stride");
     constexpr int V = 4;
     constexpr int RT = (TT - 1) * SH + R;  // input rows a thread reads
     constexpr int SPAN = (V - 1) * SW + S;  // input columns a thread reads per row
@@ -143,8 +173,6 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const int ox = ox0 + tx * V;
     if (ty * TT >= TY || oy >= OH || ox >= OW) return;  // no barrier follows
 
-    const int WP = 4 * WPW;
-    const XT* src = reinterpret_cast<const XT*>(tile) + (ty * TT * SH) * WP + tx * V * SW + PL - pad_w;
     unsigned acc[TT][V];
     const unsigned bias = 0u - static_cast<unsigned>(x_zp) * wsum;
 #pragma unroll
@@ -152,20 +180,50 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[t][v] = bias;
     }
+    if constexpr (DP) {
+        // Row r's w' as signed bytes 0..S-1 (byte 3 is 0: the window's fourth byte drops out).
+        unsigned wp[R];
 #pragma unroll
-    for (int i = 0; i < RT; ++i) {
-        int xv[SPAN];
+        for (int r = 0; r < R; ++r) {
+            wp[r] = 0;
 #pragma unroll
-        for (int j = 0; j < SPAN; ++j) xv[j] = static_cast<int>(src[i * WP + j]);
+            for (int s = 0; s < S; ++s) wp[r] |= (static_cast<unsigned>(wr[r * S + s]) & 0xffu) << (8 * s);
+        }
+        // The thread's first input byte is byte `off` of tile word tx (V * SW = 4 bytes a thread).
+        const unsigned* row = tile + (ty * TT * SH) * WPW + tx;
+        const unsigned sh = 8u * static_cast<unsigned>(PL - pad_w);
 #pragma unroll
-        for (int t = 0; t < TT; ++t) {
-            const int r = i - t * SH;
-            if (r < 0 || r >= R) continue;
+        for (int i = 0; i < RT; ++i) {
+            const unsigned w0 = row[i * WPW], w1 = row[i * WPW + 1], w2 = row[i * WPW + 2];
+            const unsigned a0 = __funnelshift_r(w0, w1, sh), a1 = __funnelshift_r(w1, w2, sh);
+            const unsigned win[V] = {a0, __byte_perm(a0, a1, 0x4321), __byte_perm(a0, a1, 0x5432),
+                                     __byte_perm(a0, a1, 0x6543)};
 #pragma unroll
-            for (int s = 0; s < S; ++s) {
+            for (int t = 0; t < TT; ++t) {
+                const int r = i - t * SH;
+                if (r < 0 || r >= R) continue;
 #pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    acc[t][v] += static_cast<unsigned>(xv[v * SW + s]) * static_cast<unsigned>(wr[r * S + s]);
+                for (int v = 0; v < V; ++v) acc[t][v] = dw_dp4a<conv::is_signed_byte<XT>::value>(win[v], wp[r], acc[t][v]);
+            }
+        }
+    } else {
+        const int WP = 4 * WPW;
+        const XT* src = reinterpret_cast<const XT*>(tile) + (ty * TT * SH) * WP + tx * V * SW + PL - pad_w;
+#pragma unroll
+        for (int i = 0; i < RT; ++i) {
+            int xv[SPAN];
+#pragma unroll
+            for (int j = 0; j < SPAN; ++j) xv[j] = static_cast<int>(src[i * WP + j]);
+#pragma unroll
+            for (int t = 0; t < TT; ++t) {
+                const int r = i - t * SH;
+                if (r < 0 || r >= R) continue;
+#pragma unroll
+                for (int s = 0; s < S; ++s) {
+#pragma unroll
+                    for (int v = 0; v < V; ++v) {
+                        acc[t][v] += static_cast<unsigned>(xv[v * SW + s]) * static_cast<unsigned>(wr[r * S + s]);
+                    }
                 }
             }
         }
@@ -195,11 +253,13 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, int, int,   \
         int, int, int, int, int, int, int, int, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
         unsigned, unsigned, long long, long long, long long, long long, long long, long long, long long
-template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 4, true>(DML_DW_ARGS);
-template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 2, true>(DML_DW_ARGS);
-template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 2, 2, 2, true>(DML_DW_ARGS);
-template __global__ void dml::conv_int_dw_bands<unsigned char, signed char, 5, 5, 1, 1, 2, false>(DML_DW_ARGS);
-template __global__ void dml::conv_int_dw_bands<signed char, signed char, 7, 7, 1, 1, 2, true>(DML_DW_ARGS);
-template __global__ void dml::conv_int_dw_bands<unsigned char, unsigned char, 1, 5, 1, 2, 1, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 4, true, true>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 4, true, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 1, 1, 2, true, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<unsigned char, signed char, 3, 3, 1, 1, 4, false, true>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, unsigned char, 3, 3, 2, 2, 2, true, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<unsigned char, signed char, 5, 5, 1, 1, 2, false, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<signed char, signed char, 7, 7, 1, 1, 2, true, false>(DML_DW_ARGS);
+template __global__ void dml::conv_int_dw_bands<unsigned char, unsigned char, 1, 5, 1, 2, 1, false, false>(DML_DW_ARGS);
 #undef DML_DW_ARGS
 #endif

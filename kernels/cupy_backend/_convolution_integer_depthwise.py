@@ -2,7 +2,8 @@
 one input channel per group, a window of 1/3/5/7 rows by 3/5/7 columns, unit dilation, strides
 1 or 2. The layer is memory-bound; the kernel loads a band of input rows with their halo into
 shared memory (padding as z_x), then each thread forms 4 x TT outputs from immediate-offset
-shared loads. Shapes outside take the tiled CUDA-core kernel."""
+shared loads; 3-wide windows at unit column stride take a dp4a per tap row where every w - z_w
+fits a signed byte. Shapes outside take the tiled CUDA-core kernel."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ _GEOMETRY_LIMIT = 1 << 30
 class DepthwisePlan(NamedTuple):
     """The band kernel's tiling: output rows per thread (TT), threads along W (TX), output
     rows per CTA (TY), bands per plane and tiles across W, tile words per row (WPW) and rows
-    (IHT), the start padding rounded up to 4 (PL), threads, and whether rows load as words."""
+    (IHT), the start padding rounded up to 4 (PL), threads, whether rows load as words, and
+    whether tap rows are dp4a dot products."""
 
     tt: int
     tx: int
@@ -42,6 +44,7 @@ class DepthwisePlan(NamedTuple):
     pl: int
     threads: int
     words: bool
+    dp4a: bool
 
 
 def _word_rows(x: Any) -> bool:
@@ -51,9 +54,21 @@ def _word_rows(x: Any) -> bool:
     return int(x.strides[3]) == 1 and int(x.shape[3]) % 4 == 0
 
 
-def depthwise_plan(x: Any, q: Any) -> DepthwisePlan | None:
-    """The band kernel's plan for problem `q` (convolution_integer's _Problem), or None where
-    the shape is outside it."""
+def _smem_bytes(q: Any, wpw: int, iht: int) -> int:
+    """The filter taps (int32), the tile, and one word past it (the dp4a windows of the last
+    row read it into a byte whose weight is 0)."""
+    return 4 * int(q.r) * int(q.s) + 4 * wpw * iht + 4
+
+
+def _dp4a_fits(w_signed: bool, w_zp: Any) -> bool:
+    """Every w - z_w is a signed byte whatever the weights: int8 with z_w 0, uint8 with 128."""
+    return bool((w_zp == (0 if w_signed else 128)).all())
+
+
+def depthwise_plan(x: Any, q: Any, w_signed: bool, dp4a: bool = True) -> DepthwisePlan | None:
+    """The band kernel's plan for problem `q` (convolution_integer's _Problem) with an int8
+    (`w_signed`) or uint8 filter, or None where the shape is outside it; `dp4a` False keeps
+    the multiply-add form."""
     signed = x.dtype == np.int8
     zx_fits = -128 <= q.zx <= 127 if signed else 0 <= q.zx <= 255
     shape_ok = (
@@ -84,19 +99,20 @@ def depthwise_plan(x: Any, q: Any) -> DepthwisePlan | None:
     pl = -(-q.pw // 4) * 4
     wpw = -(-(pl - q.pw + (tw - 1) * q.sw + q.s) // 4)
     iht = (ty - 1) * q.sh + q.r
-    smem = 4 * q.r * q.s + 4 * wpw * iht
+    smem = _smem_bytes(q, wpw, iht)
     threads = -(-max(tx * tyt, wpw, q.r * q.s) // 32) * 32
     grid_ok = q.n * q.m <= INT32_LIMIT and max(bands, tiles_w) <= 65535
     if smem > _SMEM_BUDGET or threads > _MAX_THREADS or not grid_ok:
         return None
-    return DepthwisePlan(tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, _word_rows(x))
+    dp = dp4a and q.s <= 3 and q.sw == 1 and _dp4a_fits(w_signed, q.w_zp)
+    return DepthwisePlan(tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, _word_rows(x), dp)
 
 
 def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     """Launch the band kernel for `q` into `out` (N, M, OH, OW) int32."""
     import cupy
 
-    tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, words = plan
+    tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, words, dp = plan
     kernel = launch(
         _SOURCE,
         "conv_int_dw_bands",
@@ -108,9 +124,10 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         q.sw,
         tt,
         words,
+        dp,
         grid=(q.n * q.m, bands, tiles_w),
         block=(threads, 1, 1),
-        shared_mem=4 * q.r * q.s + 4 * wpw * iht,
+        shared_mem=_smem_bytes(q, wpw, iht),
     )
     # One zero point for every channel (the usual case) travels as an argument, with no
     # host-to-device copy; else the per-channel array (the kernel's DW_PER_CHANNEL).

@@ -46,6 +46,7 @@ class Options:
     ctas_per_sm: int = 8  # CTAs per SM to aim for when a CTA takes several images
     prefetch: bool = True  # one-chunk CUDA-core tiles load the next image during the arithmetic
     depthwise: bool = True  # "auto" runs depthwise shapes it fits on the band kernel, else tiled
+    depthwise_dp4a: bool = True  # band kernel: dp4a tap rows where they apply (else multiply-adds)
 
 
 _DEFAULT_OPTIONS = Options()
@@ -239,7 +240,7 @@ def convolution_integer(
         )
         plan = band = None
         if not use_tc and options.path == "auto" and options.depthwise:
-            band = depthwise_plan(x, q)
+            band = depthwise_plan(x, q, w.dtype == np.int8, options.depthwise_dp4a)
         if not use_tc and band is None and options.path != "naive":
             plan = _tiled_plan(x, q, options)
         if use_tc:

@@ -201,3 +201,60 @@ def test_outside_shapes_keep_the_tiled_kernel(k: Any, dilations: Any, zx: int) -
     zw = np.zeros(3, np.int32)
     what = _check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), dilations=dilations)
     assert isinstance(what, launcher("convolution_integer").TiledPlan)
+
+
+# (filter type, its zero point): every w - z_w a signed byte, so tap rows take dp4a
+DP4A_FILTERS = [(np.int8, 0), (np.uint8, 128)]
+
+
+@pytest.mark.parametrize("xt", [np.uint8, np.int8])
+@pytest.mark.parametrize(("wt", "zw0"), DP4A_FILTERS)
+@pytest.mark.parametrize("pad_w", [0, 1, 2, 3, 5])  # every byte offset of a window in its word
+@pytest.mark.parametrize("width", [12, 13])  # words and the byte gather
+def test_dp4a_windows(xt: Any, wt: Any, zw0: int, pad_w: int, width: int) -> None:
+    rng = np.random.default_rng([pad_w, width, int(zw0), np.dtype(xt).num])
+    x = _rand(rng, (2, 3, 10, width), xt)
+    w = _rand(rng, (3, 1, 3, 3), wt)
+    w.flat[:2] = [np.iinfo(wt).min, np.iinfo(wt).max]  # the ends of the signed-byte range
+    zw = np.full(3, zw0, np.int32)
+    zx = int(np.iinfo(xt).min) + 3
+    plan = _band(_check(x, w, zx, zw, (1, 1), (1, pad_w), (1, 3 - pad_w % 4)))
+    assert plan.dp4a and plan.words == (width % 4 == 0)
+
+
+def test_dp4a_rows_per_thread_and_wide_rows() -> None:
+    """Two rows per thread (short planes) and two tiles along W, ragged."""
+    rng = np.random.default_rng(8)
+    for shape, tt in (((1, 2, 5, 300), 2), ((2, 2, 33, 64), 4)):
+        x = _rand(rng, shape, np.uint8)
+        w = _rand(rng, (2, 1, 3, 3), np.int8)
+        plan = _band(_check(x, w, 77, np.zeros(2, np.int32), (1, 1), (1, 1), (1, 1)))
+        assert plan.dp4a and plan.tt == tt
+
+
+@pytest.mark.parametrize(
+    ("wt", "zw0", "k", "strides"),
+    [
+        (np.int8, 1, (3, 3), (1, 1)),  # w - z_w may leave the signed-byte range
+        (np.uint8, 0, (3, 3), (1, 1)),
+        (np.int8, 0, (5, 5), (1, 1)),  # windows wider than 3 columns
+        (np.int8, 0, (3, 3), (1, 2)),  # column stride 2
+    ],
+)
+def test_multiply_adds_where_dp4a_does_not_apply(wt: Any, zw0: int, k: Any, strides: Any) -> None:
+    rng = np.random.default_rng(zw0 + sum(k) + sum(strides))
+    x = _rand(rng, (1, 3, 12, 16), np.uint8)
+    w = _rand(rng, (3, 1, *k), wt)
+    pads = (k[0] // 2, k[1] // 2)
+    plan = _band(_check(x, w, 5, np.full(3, zw0, np.int32), strides, pads, pads))
+    assert not plan.dp4a
+
+
+def test_multiply_add_form_still_forceable() -> None:
+    rng = np.random.default_rng(12)
+    conv = launcher("convolution_integer")
+    x = _rand(rng, (2, 3, 14, 20), np.int8)
+    w = _rand(rng, (3, 1, 3, 3), np.int8)
+    options = conv.Options(depthwise_dp4a=False)
+    plan = _band(_check(x, w, -3, np.zeros(3, np.int32), (1, 1), (1, 1), (1, 1), options=options))
+    assert not plan.dp4a and plan.tt == 4
