@@ -136,6 +136,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         return convolution_integer(xs[i % 3], w, 128, zw, *geo, g)
 
     row: dict[str, Any] = {"case": case.name, "shape": [n, c, case.hw, m, case.k], "ops": ops}
+    row["x_bytes"], row["out_bytes"] = xs[0].nbytes, 4 * n * m * oh * oh
     row["ours_ms"] = time_ms(ours, inner, reps, 5)
     row["host_us"] = host_us(ours)
     filter_cache: dict[Any, Any] = {}  # a registered operator's: its filter is a constant
@@ -150,11 +151,17 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         def variant(options: Any) -> Callable[[int], Any]:
             return lambda i: mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, options)
 
-        row["ours_no_prefetch_ms"] = time_ms(variant(mod.Options(prefetch=False)), inner, reps, 3)
+        if c == g:  # depthwise: the tiled kernel the band kernel replaced, in the same run
+            row["ours_tiled_ms"] = time_ms(variant(mod.Options(depthwise=False)), inner, reps, 3)
+            # the band kernel's multiply-add form (the default takes dp4a tap rows here)
+            madd = variant(mod.Options(depthwise_dp4a=False))
+            row["ours_band_madd_ms"] = time_ms(madd, inner, reps, 3)
+        tiled = mod.Options(depthwise=False, prefetch=False)
+        row["ours_no_prefetch_ms"] = time_ms(variant(tiled), inner, reps, 3)
         row["tiled_variants_ms"] = {}
         for v in (4, 8):  # outputs per thread x CTAs per SM aimed at (images per CTA follow)
             for per_sm in (4, 8, 16, 32):
-                options = mod.Options(outputs_per_thread=v, ctas_per_sm=per_sm)
+                options = mod.Options(depthwise=False, outputs_per_thread=v, ctas_per_sm=per_sm)
                 key = f"v{v}_ctas{per_sm}"
                 row["tiled_variants_ms"][key] = time_ms(
                     variant(options), inner, max(3, reps // 3), 2
@@ -272,6 +279,19 @@ def main() -> None:
         )
         if args.json:
             args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=2))
+    for r in rows:
+        if "ours_tiled_ms" in r:  # depthwise: band kernel (the default) against the tiled one
+            copy_gb = (r["x_bytes"] + r["out_bytes"]) / 1e9
+            print(
+                f"\ndepthwise {r['case']}: band {r['ours_ms'] * 1e3:.1f} us "
+                f"({copy_gb / (r['ours_ms'] * 1e-3):.0f} GB/s in+out), "
+                f"band multiply-add form {r['ours_band_madd_ms'] * 1e3:.1f} us, "
+                f"tiled {r['ours_tiled_ms'] * 1e3:.1f} us, "
+                f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us; "
+                f"band/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
+                f"band/tiled {r['ours_tiled_ms'] / r['ours_ms']:.2f}x",
+                flush=True,
+            )
     if args.sweep:
         print("\n| layer | " + " | ".join(f"{t} ms" for t in rows[0]["tiles"]) + " |")
         print("|---|" + "---|" * len(rows[0]["tiles"]))

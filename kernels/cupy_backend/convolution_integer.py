@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import DescriptorError
 from ..geometry import Window
 from ._common import INT32_LIMIT, launch, sm_count
+from ._convolution_integer_depthwise import DepthwisePlan, depthwise, depthwise_plan
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
 
 __all__ = ["Options", "TiledPlan", "convolution_integer"]
@@ -44,6 +45,8 @@ class Options:
     images_per_cta: int | None = None  # CUDA-core kernel (NB); None: chosen from the CTA count
     ctas_per_sm: int = 8  # CTAs per SM to aim for when a CTA takes several images
     prefetch: bool = True  # one-chunk CUDA-core tiles load the next image during the arithmetic
+    depthwise: bool = True  # "auto" runs depthwise shapes it fits on the band kernel, else tiled
+    depthwise_dp4a: bool = True  # band kernel: dp4a tap rows where they apply (else multiply-adds)
 
 
 _DEFAULT_OPTIONS = Options()
@@ -187,7 +190,7 @@ def convolution_integer(
     end_padding: Sequence[int],
     group_count: int,
     options: Options = _DEFAULT_OPTIONS,
-    ran: list[TiledPlan | str] | None = None,
+    ran: list[TiledPlan | DepthwisePlan | str] | None = None,
     filter_cache: MutableMapping[Hashable, Any] | None = None,
 ) -> Any:
     """Integer cross-correlation ``(N, C, *S), (M, C/G, *K) -> (N, M, *O)`` int32 (wraps).
@@ -195,7 +198,7 @@ def convolution_integer(
     Parameters are already validated (one entry per spatial dim, 1 or 2 dims); ``x``, ``w`` may
     be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
     Launches on the current CuPy stream and returns a new C-contiguous array. `options` picks
-    the kernels; `ran`, when given, gets what ran appended: the CUDA-core kernel's plan, or
+    the kernels; `ran`, when given, gets what ran appended: a CUDA-core kernel's plan, or
     "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an empty output).
     `filter_cache`, given only where `w` and its zero points are the same on every call (a
     registered operator's constants), keeps the filter's prepared form from call to call.
@@ -219,7 +222,7 @@ def convolution_integer(
     m, cg, r, s = (int(v) for v in w.shape)
     oh, ow = window.blocks((h, wd))
     out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
-    what: TiledPlan | str = "none"
+    what: TiledPlan | DepthwisePlan | str = "none"
     if out.size:
         w_zp = np.ascontiguousarray(np.broadcast_to(np.asarray(w_zero_point, np.int32), (m,)))
         (sh, sw), (dh, dw), (ph, pw) = window.strides, window.dilations, window.start_padding
@@ -235,12 +238,17 @@ def convolution_integer(
             and n <= 65535  # grid z of the input transform
             and max(n * oh * ow, h * wd) <= INT32_LIMIT  # flat pixel index is 32-bit in the GEMM
         )
-        plan = None
-        if not use_tc and options.path != "naive":
+        plan = band = None
+        if not use_tc and options.path == "auto" and options.depthwise:
+            band = depthwise_plan(x, q, w.dtype == np.int8, options.depthwise_dp4a)
+        if not use_tc and band is None and options.path != "naive":
             plan = _tiled_plan(x, q, options)
         if use_tc:
             kernel = gemm_kernel(options.tensor_cores)
             what = tensor_core(x, w, out, q, kernel, options.tile, filter_cache)
+        elif band is not None:
+            depthwise(x, w, out, q, band)
+            what = band
         elif plan is not None:
             _tiled(x, w, out, q, plan)
             what = plan

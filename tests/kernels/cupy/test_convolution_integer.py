@@ -293,8 +293,9 @@ TILED_MODES = {
 
 @pytest.fixture(params=list(TILED_MODES))
 def tiled(request: pytest.FixtureRequest) -> Any:
-    """Options of the shared-memory CUDA-core kernel (these shapes take it in any mode)."""
-    return launcher("convolution_integer").Options(**TILED_MODES[request.param])
+    """Options of the shared-memory CUDA-core kernel (these shapes take it in any mode; the
+    depthwise band kernel, tested in test_convolution_integer_depthwise.py, is turned off)."""
+    return launcher("convolution_integer").Options(depthwise=False, **TILED_MODES[request.param])
 
 
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)

@@ -1,0 +1,260 @@
+"""CuPy CONVOLUTION_INTEGER depthwise band kernel against the NumPy reference, bit-exact; every
+test checks that the band kernel ran (or, for shapes outside it, that it did not)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dmlserve.kernels import reference
+
+from ._support import launcher
+
+pytestmark = pytest.mark.gpu
+
+PAIRS = [(np.uint8, np.int8), (np.int8, np.uint8), (np.int8, np.int8), (np.uint8, np.uint8)]
+
+
+def _rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, size=shape, dtype=np.int64).astype(dtype)
+
+
+def _zp(rng: np.random.Generator, dtype: Any) -> int:
+    info = np.iinfo(dtype)
+    return int(rng.integers(info.min, info.max + 1))
+
+
+def _check(
+    x: np.ndarray,
+    w: np.ndarray,
+    zx: int,
+    zw: np.ndarray,
+    strides: tuple[int, ...],
+    start: tuple[int, ...],
+    end: tuple[int, ...],
+    view: Callable[[Any], Any] | None = None,
+    options: Any = None,
+    dilations: tuple[int, ...] | None = None,
+) -> Any:
+    """Run ours (on `view` of x's device copy, where given) against the reference, bit for
+    bit; returns what ran."""
+    import cupy
+
+    conv = launcher("convolution_integer")
+    x_dev = cupy.asarray(x)
+    if view is not None:
+        x_dev = view(x_dev)
+        x = cupy.asnumpy(x_dev)
+    groups = x.shape[1]
+    args = (zx, zw, strides, dilations or (1,) * len(strides), start, end, groups)
+    junk = cupy.full(4 << 20, 0x5A5A5A5A, dtype=cupy.int32)  # unwritten outputs show
+    del junk
+    ran: list[Any] = []
+    got = conv.convolution_integer(
+        x_dev, cupy.asarray(w), *args, options=options or conv.Options(), ran=ran
+    )
+    assert got.dtype == cupy.int32 and got.flags.c_contiguous
+    want = reference.convolution_integer(x, w, *args)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    (what,) = ran
+    return what
+
+
+def _band(what: Any) -> Any:
+    assert isinstance(what, launcher("convolution_integer").DepthwisePlan), what
+    return what
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
+def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 11])
+    x = _rand(rng, (2, 5, 13, 20), xt)
+    w = _rand(rng, (5, 1, 3, 3), wt)
+    zx = 0 if zp_mode == "none" else _zp(rng, xt)
+    if zp_mode == "channel":
+        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 5).astype(np.int32)
+    else:
+        zw = np.full(5, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    plan = _band(_check(x, w, zx, zw, (1, 1), (1, 1), (1, 1)))
+    assert plan.words and plan.tt == 4
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+def test_extreme_zero_points(xt: Any, wt: Any) -> None:
+    rng = np.random.default_rng(PAIRS.index((xt, wt)) + 40)
+    x = _rand(rng, (1, 6, 9, 11), xt)
+    w = _rand(rng, (6, 1, 3, 3), wt)
+    xi, wi = np.iinfo(xt), np.iinfo(wt)
+    zw = np.resize(np.array([wi.min, wi.max, 0], np.int32), 6)
+    for zx in (int(xi.min), int(xi.max)):
+        _band(_check(x, w, zx, zw, (1, 1), (2, 1), (1, 2)))
+
+
+@pytest.mark.parametrize(
+    ("k", "strides", "start", "end"),
+    [
+        ((3, 3), (1, 1), (0, 0), (0, 0)),  # no padding
+        ((3, 3), (1, 1), (2, 5), (4, 1)),  # padding on every side, wider than the window
+        ((3, 3), (2, 2), (1, 1), (1, 1)),
+        ((3, 3), (2, 1), (0, 2), (1, 0)),
+        ((3, 3), (1, 2), (1, 3), (0, 2)),
+        ((5, 5), (1, 1), (2, 2), (2, 2)),
+        ((5, 5), (2, 2), (1, 4), (3, 0)),
+        ((7, 7), (1, 1), (3, 3), (3, 3)),
+        ((7, 7), (2, 2), (6, 1), (0, 6)),
+        ((3, 5), (1, 2), (1, 2), (1, 2)),
+        ((1, 3), (2, 1), (0, 1), (0, 1)),
+    ],
+)
+@pytest.mark.parametrize("width", [8, 7, 61])  # odd widths gather bytes
+def test_geometry(k: tuple[int, int], strides: Any, start: Any, end: Any, width: int) -> None:
+    rng = np.random.default_rng(width * 100 + sum(k) * 10 + sum(strides) + sum(start))
+    x = _rand(rng, (2, 3, 17, width), np.uint8)
+    w = _rand(rng, (3, 1, *k), np.int8)
+    zw = rng.integers(-128, 128, 3).astype(np.int32)
+    plan = _band(_check(x, w, 131, zw, strides, start, end))
+    assert plan.words == (width % 4 == 0)
+    if k == (7, 7):
+        assert plan.tt == 2  # two rows per thread (the 3x3 cases take four)
+
+
+def test_width_one() -> None:
+    rng = np.random.default_rng(4)
+    x = _rand(rng, (3, 2, 9, 1), np.int8)
+    w = _rand(rng, (2, 1, 3, 3), np.uint8)
+    zw = np.array([0, 255], np.int32)
+    _band(_check(x, w, -128, zw, (1, 1), (1, 1), (1, 1)))
+
+
+def test_wide_rows_split_across_ctas() -> None:
+    """Rows of more than 256 outputs take several tiles along W (and a ragged last one)."""
+    rng = np.random.default_rng(5)
+    x = _rand(rng, (1, 2, 6, 300), np.int8)
+    w = _rand(rng, (2, 1, 3, 3), np.int8)
+    zw = np.array([-7, 100], np.int32)
+    plan = _band(_check(x, w, -9, zw, (1, 1), (1, 1), (1, 1)))
+    assert plan.tiles_w == 2
+
+
+def test_channel_multiplier_two_and_batch_one() -> None:
+    rng = np.random.default_rng(21)
+    x = _rand(rng, (1, 4, 15, 16), np.uint8)
+    w = _rand(rng, (8, 1, 3, 3), np.int8)  # output m reads input channel m // 2
+    zw = rng.integers(-128, 128, 8).astype(np.int32)
+    _band(_check(x, w, 128, zw, (2, 2), (1, 1), (1, 1)))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a[:, :, 1:, 3:],  # rows start 3 bytes into a word: the per-CTA check gathers
+        lambda a: a[:, :, 1:, 4:],  # rows not 4-byte aligned (odd pitch) for some planes
+        lambda a: a[:, :, :, ::2],  # strided W
+        lambda a: a[:, :, :, ::-1],  # reversed W (negative stride)
+        lambda a: __import__("cupy").broadcast_to(a[:1], a.shape),  # 0 stride on N
+        lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2),  # NHWC storage
+    ],
+    ids=["offset3", "offset4", "sliced", "reversed", "bcast_n", "nhwc"],
+)
+def test_views(view: Callable[[Any], Any]) -> None:
+    rng = np.random.default_rng(13)
+    x = _rand(rng, (2, 3, 11, 29), np.uint8)
+    w = _rand(rng, (3, 1, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 3).astype(np.int32)
+    _band(_check(x, w, 140, zw, (1, 1), (1, 1), (1, 1), view))
+
+
+def test_one_dimensional() -> None:
+    rng = np.random.default_rng(17)
+    x = _rand(rng, (2, 4, 301), np.int8)
+    w = _rand(rng, (4, 1, 5), np.int8)
+    zw = rng.integers(-128, 128, 4).astype(np.int32)
+    plan = _band(_check(x, w, 3, zw, (2,), (3,), (0,)))
+    assert plan.tt == 1
+
+
+def test_tiled_kernel_still_forceable() -> None:
+    rng = np.random.default_rng(3)
+    x = _rand(rng, (2, 4, 9, 12), np.uint8)
+    w = _rand(rng, (4, 1, 3, 3), np.int8)
+    conv = launcher("convolution_integer")
+    zw = np.zeros(4, np.int32)
+    what = _check(x, w, 128, zw, (1, 1), (1, 1), (1, 1), options=conv.Options(depthwise=False))
+    assert isinstance(what, conv.TiledPlan)
+
+
+@pytest.mark.parametrize(
+    ("k", "dilations", "zx"),
+    [((3, 3), (2, 1), 5), ((3, 3), (1, 2), 5), ((2, 2), (1, 1), 5), ((3, 3), (1, 1), 300)],
+    ids=["dilation_h", "dilation_w", "even_window", "zx_outside_uint8"],
+)
+def test_outside_shapes_keep_the_tiled_kernel(k: Any, dilations: Any, zx: int) -> None:
+    rng = np.random.default_rng(9)
+    x = _rand(rng, (1, 3, 10, 12), np.uint8)
+    w = _rand(rng, (3, 1, *k), np.int8)
+    zw = np.zeros(3, np.int32)
+    what = _check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), dilations=dilations)
+    assert isinstance(what, launcher("convolution_integer").TiledPlan)
+
+
+# (filter type, its zero point): every w - z_w a signed byte, so tap rows take dp4a
+DP4A_FILTERS = [(np.int8, 0), (np.uint8, 128)]
+
+
+@pytest.mark.parametrize("xt", [np.uint8, np.int8])
+@pytest.mark.parametrize(("wt", "zw0"), DP4A_FILTERS)
+@pytest.mark.parametrize("pad_w", [0, 1, 2, 3, 5])  # every byte offset of a window in its word
+@pytest.mark.parametrize("width", [12, 13])  # words and the byte gather
+def test_dp4a_windows(xt: Any, wt: Any, zw0: int, pad_w: int, width: int) -> None:
+    rng = np.random.default_rng([pad_w, width, int(zw0), np.dtype(xt).num])
+    x = _rand(rng, (2, 3, 10, width), xt)
+    w = _rand(rng, (3, 1, 3, 3), wt)
+    w.flat[:2] = [np.iinfo(wt).min, np.iinfo(wt).max]  # the ends of the signed-byte range
+    zw = np.full(3, zw0, np.int32)
+    zx = int(np.iinfo(xt).min) + 3
+    plan = _band(_check(x, w, zx, zw, (1, 1), (1, pad_w), (1, 3 - pad_w % 4)))
+    assert plan.dp4a and plan.words == (width % 4 == 0)
+
+
+def test_dp4a_rows_per_thread_and_wide_rows() -> None:
+    """Two rows per thread (short planes) and two tiles along W, ragged."""
+    rng = np.random.default_rng(8)
+    for shape, tt in (((1, 2, 5, 300), 2), ((2, 2, 33, 64), 4)):
+        x = _rand(rng, shape, np.uint8)
+        w = _rand(rng, (2, 1, 3, 3), np.int8)
+        plan = _band(_check(x, w, 77, np.zeros(2, np.int32), (1, 1), (1, 1), (1, 1)))
+        assert plan.dp4a and plan.tt == tt
+
+
+@pytest.mark.parametrize(
+    ("wt", "zw0", "k", "strides"),
+    [
+        (np.int8, 1, (3, 3), (1, 1)),  # w - z_w may leave the signed-byte range
+        (np.uint8, 0, (3, 3), (1, 1)),
+        (np.int8, 0, (5, 5), (1, 1)),  # windows wider than 3 columns
+        (np.int8, 0, (3, 3), (1, 2)),  # column stride 2
+    ],
+)
+def test_multiply_adds_where_dp4a_does_not_apply(wt: Any, zw0: int, k: Any, strides: Any) -> None:
+    rng = np.random.default_rng(zw0 + sum(k) + sum(strides))
+    x = _rand(rng, (1, 3, 12, 16), np.uint8)
+    w = _rand(rng, (3, 1, *k), wt)
+    pads = (k[0] // 2, k[1] // 2)
+    plan = _band(_check(x, w, 5, np.full(3, zw0, np.int32), strides, pads, pads))
+    assert not plan.dp4a
+
+
+def test_multiply_add_form_still_forceable() -> None:
+    rng = np.random.default_rng(12)
+    conv = launcher("convolution_integer")
+    x = _rand(rng, (2, 3, 14, 20), np.int8)
+    w = _rand(rng, (3, 1, 3, 3), np.int8)
+    options = conv.Options(depthwise_dp4a=False)
+    plan = _band(_check(x, w, -3, np.zeros(3, np.int32), (1, 1), (1, 1), (1, 1), options=options))
+    assert not plan.dp4a and plan.tt == 4
