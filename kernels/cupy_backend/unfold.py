@@ -34,6 +34,11 @@ WINDOW_PARAMS = param_struct("unfold_window2d.cu", "dml::UnfoldWindowParams")
 WINDOW2D_SIDE = 8
 #: Threads per CTA of unfold_window2d at most; a band is sized to one chunk per thread.
 WINDOW2D_THREADS = 256
+#: A plane of more output chunks than WINDOW2D_THREADS is cut into bands of this many chunks:
+#: measured against 256 (bench_kernels.py, 2026-11-23), 3x3 on 64x64 planes 25.2 -> 24.7 µs on
+#: an H200 and 32.4 -> 32.1 on an H100, 4x4 stride 2 49.0 -> 48.1 and unchanged; a whole 28x28
+#: plane in one CTA stayed faster than two bands (37.0 vs 37.5 µs on the H200).
+WINDOW2D_BAND_THREADS = 128
 #: Bands are halved (more CTAs, more halo rows read twice) until there are this many CTAs
 #: per SM, or one output row per band.
 WINDOW2D_CTAS_PER_SM = 2
@@ -120,9 +125,10 @@ def window2d_plan(
     by_chunks: bool = True,
 ) -> Plan | None:
     """The plan of unfold_window2d for an (N, C, H, W) input of element ``strides``: bands of
-    ``band_rows`` output rows per CTA (None: as many as `WINDOW2D_THREADS` chunks of output
-    row cover, fewer where the CTAs would not fill `WINDOW2D_CTAS_PER_SM` per SM or the staged
-    rows would outgrow TILE_BYTES). ``by_chunks``: the input rows are staged by 16-byte chunks
+    ``band_rows`` output rows per CTA (None: the whole plane where it has at most
+    `WINDOW2D_THREADS` chunks, else as many rows as `WINDOW2D_BAND_THREADS` chunks cover;
+    fewer where the CTAs would not fill `WINDOW2D_CTAS_PER_SM` per SM or the staged rows
+    would outgrow TILE_BYTES). ``by_chunks``: the input rows are staged by 16-byte chunks
     where their strides allow (unit element stride, the others multiples of a chunk), else
     element by element. None where it does not apply: windows of more than 2 dims
     or a side over `WINDOW2D_SIDE`, or a band of one output row whose input rows outgrow
@@ -142,7 +148,10 @@ def window2d_plan(
     def staged_bytes(rows: int) -> int:
         return ((rows - 1) * sh + (kh - 1) * dh + 1) * pitch * itemsize
 
-    rows = band_rows or min(oh, max(1, WINDOW2D_THREADS * per_chunk // ow))
+    band = (
+        WINDOW2D_THREADS if -(-length // per_chunk) <= WINDOW2D_THREADS else WINDOW2D_BAND_THREADS
+    )
+    rows = band_rows or min(oh, max(1, band * per_chunk // ow))
     if band_rows is None:
         while rows > 1 and n * c * -(-oh // rows) < WINDOW2D_CTAS_PER_SM * sm_count():
             rows = -(-rows // 2)
