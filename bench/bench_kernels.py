@@ -150,7 +150,7 @@ def measure(
         ours(xs[0])
         ours(xs[0])
         cupy.cuda.Device().synchronize()
-        print(f"profiled: {name}", flush=True)
+        print(f"profiled: {name} ({np.dtype(dtype)})", flush=True)
         return {"case": name, "profiled": True}
     ts = as_torch(xs)
     t_ours = gpu_ms(lambda i: ours(xs[i % len(xs)]), repeat)
