@@ -69,7 +69,7 @@ if has memcheck; then
   memcheck_k+=" or (signedness_and_zero_points and mma_sync and channel)"
   memcheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 48-3-3)"
   memcheck_k+=" or test_direct_launch"
-  memcheck_k+=" or (test_convolution_integer_depthwise and (test_views or test_one_dimensional or 61-k or channel-uint8-int8 or dp4a_rows))"
+  memcheck_k+=" or (test_convolution_integer_depthwise and (test_views or test_groups_views or test_one_dimensional or 61-k or channel-uint8-int8 or dp4a_rows))"
   step memcheck "${MEMCHECK_LIMIT:-300}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi

@@ -1,9 +1,10 @@
 """CONVOLUTION_INTEGER depthwise band kernel (`kernels/cuda/convolution_integer_depthwise.cu`):
-one input channel per group, a window of 1/3/5/7 rows by 3/5/7 columns, unit dilation, strides
-1 or 2. The layer is memory-bound; the kernel loads a band of input rows with their halo into
-shared memory (padding as z_x), then each thread forms 4 x TT outputs from immediate-offset
-shared loads; 3-wide windows at unit column stride take a dp4a per tap row where every w - z_w
-fits a signed byte. Shapes outside take the tiled CUDA-core kernel."""
+one input channel per group, or 2 or 4 (narrow groups: a CTA forms every output channel of its
+group from the group's staged input planes), a window of 1/3/5/7 rows by 3/5/7 columns, unit
+dilation, strides 1 or 2. The layer is memory-bound; the kernel loads a band of input rows with
+their halo into shared memory (padding as z_x), then each thread forms 4 x TT outputs from
+immediate-offset shared loads; 3-wide windows at unit column stride take a dp4a per tap row where
+every w - z_w fits a signed byte. Shapes outside take the tiled CUDA-core kernel."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ __all__ = ["DepthwisePlan", "depthwise", "depthwise_plan"]
 _SOURCE = "convolution_integer_depthwise.cu"
 _ROWS = (1, 3, 5, 7)  # filter heights compiled (1: the 1-D form)
 _COLS = (3, 5, 7)  # filter widths compiled
+_GROUP_CHANNELS = (1, 2, 4)  # input channels per group (the kernel's CG)
 _STRIDES = (1, 2)
 _V = 4  # outputs per thread along W (one 16-byte store); the kernel's V
 _MAX_THREADS = 256
@@ -54,10 +56,18 @@ def _word_rows(x: Any) -> bool:
     return int(x.strides[3]) == 1 and int(x.shape[3]) % 4 == 0
 
 
+def _outputs_per_cta(q: Any) -> int:
+    """Output channels a CTA forms: one (C/G = 1), else every one of its group."""
+    return 1 if q.cg == 1 else int(q.mg)
+
+
 def _smem_bytes(q: Any, wpw: int, iht: int) -> int:
-    """The filter taps (int32), the tile, and one word past it (the dp4a windows of the last
+    """The filter taps (int32) of the CTA's output channels and their biases, the tile (a
+    plane per input channel of the group), and one word past it (the dp4a windows of the last
     row read it into a byte whose weight is 0)."""
-    return 4 * int(q.r) * int(q.s) + 4 * wpw * iht + 4
+    cg, mo = int(q.cg), _outputs_per_cta(q)
+    biases = 0 if cg == 1 else mo  # per output channel, -z_x * sum w'
+    return 4 * (mo * cg * int(q.r) * int(q.s) + biases) + 4 * cg * wpw * iht + 4
 
 
 def _dp4a_fits(w_signed: bool, w_zp: Any) -> bool:
@@ -72,7 +82,7 @@ def depthwise_plan(x: Any, q: Any, w_signed: bool, dp4a: bool = True) -> Depthwi
     signed = x.dtype == np.int8
     zx_fits = -128 <= q.zx <= 127 if signed else 0 <= q.zx <= 255
     shape_ok = (
-        q.cg == 1
+        q.cg in _GROUP_CHANNELS
         and q.r in _ROWS
         and q.s in _COLS
         and (q.dh == 1 or q.r == 1)
@@ -101,11 +111,16 @@ def depthwise_plan(x: Any, q: Any, w_signed: bool, dp4a: bool = True) -> Depthwi
     iht = (ty - 1) * q.sh + q.r
     smem = _smem_bytes(q, wpw, iht)
     threads = -(-max(tx * tyt, wpw, q.r * q.s) // 32) * 32
-    grid_ok = q.n * q.m <= INT32_LIMIT and max(bands, tiles_w) <= 65535
+    grid_ok = q.n * _ctas_per_image(q) <= INT32_LIMIT and max(bands, tiles_w) <= 65535
     if smem > _SMEM_BUDGET or threads > _MAX_THREADS or not grid_ok:
         return None
     dp = dp4a and q.s <= 3 and q.sw == 1 and _dp4a_fits(w_signed, q.w_zp)
     return DepthwisePlan(tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, _word_rows(x), dp)
+
+
+def _ctas_per_image(q: Any) -> int:
+    """CTAs along the grid's x per image: one per output channel (C/G = 1), else per group."""
+    return int(q.m) if q.cg == 1 else int(q.g)
 
 
 def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
@@ -125,7 +140,8 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         tt,
         words,
         dp,
-        grid=(q.n * q.m, bands, tiles_w),
+        q.cg,
+        grid=(q.n * _ctas_per_image(q), bands, tiles_w),
         block=(threads, 1, 1),
         shared_mem=_smem_bytes(q, wpw, iht),
     )
@@ -135,8 +151,27 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     zp_dev = cupy.asarray(q.w_zp) if per_channel else out
     zw_all = _PER_CHANNEL if per_channel else int(q.w_zp[0])
     step = threads // wpw  # tile rows per pass of the block's loads
-    ints = (q.m, q.mg, q.h, q.wd, q.oh, q.ow, q.ph, q.pw, q.zx, zw_all, tx, ty, pl, wpw, iht, step)
-    divisors = (fast_divmod(d)[1:] for d in (q.m, q.mg, wpw, tx))  # (mul, shift) each
+    ints = (
+        _ctas_per_image(q),
+        q.mg,
+        q.h,
+        q.wd,
+        q.oh,
+        q.ow,
+        q.ph,
+        q.pw,
+        q.zx,
+        zw_all,
+        tx,
+        ty,
+        pl,
+        wpw,
+        iht,
+        step,
+    )
+    divisors = (
+        fast_divmod(d)[1:] for d in (_ctas_per_image(q), q.mg, wpw, tx)
+    )  # (mul, shift) each
     kernel(
         x,
         w,
@@ -145,5 +180,5 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         *(np.int32(v) for v in ints),
         *(np.uint32(v) for pair in divisors for v in pair),
         *(np.int64(v) for v in x.strides),
-        *(np.int64(v) for v in (w.strides[0], w.strides[2], w.strides[3])),
+        *(np.int64(v) for v in (w.strides[0], w.strides[1], w.strides[2], w.strides[3])),
     )

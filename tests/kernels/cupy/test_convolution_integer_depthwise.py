@@ -39,6 +39,7 @@ def _check(
     view: Callable[[Any], Any] | None = None,
     options: Any = None,
     dilations: tuple[int, ...] | None = None,
+    groups: int | None = None,
 ) -> Any:
     """Run ours (on `view` of x's device copy, where given) against the reference, bit for
     bit; returns what ran."""
@@ -49,7 +50,7 @@ def _check(
     if view is not None:
         x_dev = view(x_dev)
         x = cupy.asnumpy(x_dev)
-    groups = x.shape[1]
+    groups = groups or x.shape[1]
     args = (zx, zw, strides, dilations or (1,) * len(strides), start, end, groups)
     junk = cupy.full(4 << 20, 0x5A5A5A5A, dtype=cupy.int32)  # unwritten outputs show
     del junk
@@ -258,3 +259,102 @@ def test_multiply_add_form_still_forceable() -> None:
     options = conv.Options(depthwise_dp4a=False)
     plan = _band(_check(x, w, -3, np.zeros(3, np.int32), (1, 1), (1, 1), (1, 1), options=options))
     assert not plan.dp4a and plan.tt == 4
+
+
+# Narrow groups: C/G input channels a group (2 or 4) on the band kernel, a CTA forming every
+# output channel of its group.
+
+
+def _grouped(
+    rng: np.random.Generator,
+    shape: tuple[int, ...],
+    m: int,
+    g: int,
+    k: tuple[int, ...],
+    xt: Any,
+    wt: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    return _rand(rng, shape, xt), _rand(rng, (m, shape[1] // g, *k), wt)
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
+def test_groups_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 23])
+    x, w = _grouped(rng, (2, 8, 13, 20), 8, 2, (3, 3), xt, wt)  # C/G 4, M/G 4
+    zx = 0 if zp_mode == "none" else _zp(rng, xt)
+    if zp_mode == "channel":
+        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 8).astype(np.int32)
+    else:
+        zw = np.full(8, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    plan = _band(_check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), groups=2))
+    assert plan.words and plan.tt == 4
+
+
+@pytest.mark.parametrize(
+    ("k", "strides", "start", "end"),
+    [
+        ((3, 3), (1, 1), (0, 0), (0, 0)),
+        ((3, 3), (1, 1), (2, 5), (4, 1)),
+        ((3, 3), (2, 2), (1, 1), (1, 1)),
+        ((5, 5), (2, 1), (1, 4), (3, 0)),
+    ],
+)
+@pytest.mark.parametrize("width", [8, 7, 61])
+@pytest.mark.parametrize(("cg", "mg"), [(2, 3), (4, 1), (4, 2)])
+def test_groups_geometry(
+    k: Any, strides: Any, start: Any, end: Any, width: int, cg: int, mg: int
+) -> None:
+    rng = np.random.default_rng([width, cg, mg, *k, *strides, *start])
+    g = 2
+    x, w = _grouped(rng, (2, cg * g, 11, width), mg * g, g, k, np.uint8, np.int8)
+    zw = rng.integers(-128, 128, mg * g).astype(np.int32)
+    plan = _band(_check(x, w, 131, zw, strides, start, end, groups=g))
+    assert plan.words == (width % 4 == 0)
+
+
+@pytest.mark.parametrize(("wt", "zw0"), DP4A_FILTERS)
+@pytest.mark.parametrize("cg", [2, 4])
+def test_groups_dp4a_batch_one(wt: Any, zw0: int, cg: int) -> None:
+    rng = np.random.default_rng([cg, int(zw0)])
+    x, w = _grouped(rng, (1, 3 * cg, 10, 16), 6, 3, (3, 3), np.int8, wt)
+    zx = -5
+    plan = _band(_check(x, w, zx, np.full(6, zw0, np.int32), (1, 1), (1, 2), (1, 1), groups=3))
+    assert plan.dp4a
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a[:, :, 1:, 3:],
+        lambda a: a[:, :, 1:, 4:],
+        lambda a: a[:, :, :, ::-1],
+        lambda a: a[:, ::-1],  # channels reversed (negative channel stride)
+        lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2),
+    ],
+    ids=["offset3", "offset4", "reversed", "channels_reversed", "nhwc"],
+)
+def test_groups_views(view: Callable[[Any], Any]) -> None:
+    rng = np.random.default_rng(29)
+    x, w = _grouped(rng, (2, 8, 9, 29), 4, 4, (3, 3), np.uint8, np.int8)  # C/G 2, M/G 1
+    zw = rng.integers(-128, 128, 4).astype(np.int32)
+    _band(_check(x, w, 140, zw, (1, 1), (1, 1), (1, 1), view, groups=4))
+
+
+@pytest.mark.parametrize("cg", [3, 8])
+def test_other_group_widths_keep_the_tiled_kernel(cg: int) -> None:
+    rng = np.random.default_rng(cg)
+    x, w = _grouped(rng, (1, 2 * cg, 9, 12), 4, 2, (3, 3), np.uint8, np.int8)
+    what = _check(x, w, 128, np.zeros(4, np.int32), (1, 1), (1, 1), (1, 1), groups=2)
+    assert isinstance(what, launcher("convolution_integer").TiledPlan)
+
+
+def test_groups_tiled_kernel_still_forceable() -> None:
+    rng = np.random.default_rng(31)
+    conv = launcher("convolution_integer")
+    x, w = _grouped(rng, (2, 8, 9, 12), 8, 2, (3, 3), np.uint8, np.int8)
+    options = conv.Options(depthwise=False)
+    what = _check(
+        x, w, 128, np.zeros(8, np.int32), (1, 1), (1, 1), (1, 1), options=options, groups=2
+    )
+    assert isinstance(what, conv.TiledPlan)
