@@ -218,6 +218,25 @@ __device__ __forceinline__ void move_patches(const typename Bits<BYTES>::type* _
     }
 }
 
+// Where the slab of CTA blockIdx.x = (n, c, ky) lies: its first image row's element offset
+// and its column run's (slab_to_columns, columns_to_slab).
+template <typename IDX>
+struct SlabPlace {
+    IDX image;
+    IDX run;
+};
+
+template <typename IDX>
+__device__ __forceinline__ SlabPlace<IDX> slab_place(const PatchParams& p) {
+    IDX plane, ky, n, c;
+    divmod<IDX>((IDX)blockIdx.x, p.tiles_div, plane, ky);
+    divmod<IDX>(plane, p.channel_div, n, c);
+    SlabPlace<IDX> at;
+    at.image = n * (IDX)p.image_stride_n + c * (IDX)p.image_stride_c + ky * (IDX)p.width;
+    at.run = n * (IDX)p.col_stride_n + (c * (IDX)p.window_h + ky) * (IDX)p.window_w * (IDX)p.col_stride_r;
+    return at;
+}
+
 // A slab is what one window row ky of one (n, c) plane contributes: the image rows
 // by*KH + ky (by < BH), each W long, and the KW column rows (ky, kx = 0..KW-1), adjacent in
 // a compact column tensor, so one run of KW*BH*BW elements. One CTA per (n, c, ky) moves a
@@ -232,16 +251,12 @@ __device__ __forceinline__ void slab_to_columns(const typename Bits<BYTES>::type
     typedef typename Bits<BYTES>::type T;
     const int N = Chunk<BYTES>::N;
     T* slab = dynamic_smem<T>();
-    IDX plane, ky;
-    divmod<IDX>((IDX)blockIdx.x, p.tiles_div, plane, ky);
-    IDX n, c;
-    divmod<IDX>(plane, p.channel_div, n, c);
+    const SlabPlace<IDX> at = slab_place<IDX>(p);
     const IDX row_step = (IDX)p.window_h * (IDX)p.width;  // image elements between slab rows
-    const T* image = src + (n * (IDX)p.image_stride_n + c * (IDX)p.image_stride_c + ky * (IDX)p.width);
+    const T* image = src + at.image;
     const int blocks = (int)p.blocks_div.d;  // BH * BW
     const int len = p.window_w * blocks;
-    T* run = dst + (n * (IDX)p.col_stride_n +
-                    (c * (IDX)p.window_h + ky) * (IDX)p.window_w * (IDX)p.col_stride_r);
+    T* run = dst + at.run;
 
     // Slab rows -> shared memory.
     stage_chunks<BYTES>(
@@ -303,16 +318,12 @@ __device__ __forceinline__ void columns_to_slab(const typename Bits<BYTES>::type
     typedef typename Bits<BYTES>::type T;
     const int N = Chunk<BYTES>::N;
     T* slab = dynamic_smem<T>();
-    IDX plane, ky;
-    divmod<IDX>((IDX)blockIdx.x, p.tiles_div, plane, ky);
-    IDX n, c;
-    divmod<IDX>(plane, p.channel_div, n, c);
+    const SlabPlace<IDX> at = slab_place<IDX>(p);
     const IDX row_step = (IDX)p.window_h * (IDX)p.width;
-    T* image = dst + (n * (IDX)p.image_stride_n + c * (IDX)p.image_stride_c + ky * (IDX)p.width);
+    T* image = dst + at.image;
     const int blocks = (int)p.blocks_div.d;  // BH * BW
     const int len = p.window_w * blocks;
-    const T* run = src + (n * (IDX)p.col_stride_n +
-                          (c * (IDX)p.window_h + ky) * (IDX)p.window_w * (IDX)p.col_stride_r);
+    const T* run = src + at.run;
     const int run_misalign = misalign_of<BYTES>(run);
     const int run_items = (len + run_misalign + N - 1) / N;
     const int pitch = p.window_w + 1;
