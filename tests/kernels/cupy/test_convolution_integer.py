@@ -10,56 +10,13 @@ import pytest
 
 from dmlserve.kernels import reference
 
+from ._conv_support import PAIRS
+from ._conv_support import random_int8 as _rand
+from ._conv_support import random_zero_point as _zp
+from ._conv_support import run_both as _run
 from ._support import launcher
 
 pytestmark = pytest.mark.gpu
-
-PAIRS = [(np.uint8, np.int8), (np.int8, np.uint8), (np.int8, np.int8), (np.uint8, np.uint8)]
-
-
-def _rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, size=shape, dtype=np.int64).astype(dtype)
-
-
-def _zp(rng: np.random.Generator, dtype: Any) -> int:
-    info = np.iinfo(dtype)
-    return int(rng.integers(info.min, info.max + 1))
-
-
-def _run(
-    x: np.ndarray,
-    w: np.ndarray,
-    zx: int,
-    zw: np.ndarray,
-    strides: tuple[int, ...],
-    dilations: tuple[int, ...],
-    start: tuple[int, ...],
-    end: tuple[int, ...],
-    groups: int,
-    view: Callable[[Any], Any] | None = None,
-    w_view: Callable[[Any], Any] | None = None,
-    options: Any = None,
-    ran: list[Any] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Our result and the reference's; what ran is appended to `ran`."""
-    import cupy
-
-    conv = launcher("convolution_integer")
-    x_dev, w_dev = cupy.asarray(x), cupy.asarray(w)
-    if view is not None:
-        x_dev = view(x_dev)
-        x = cupy.asnumpy(x_dev)
-    if w_view is not None:
-        w_dev = w_view(w_dev)
-        w = cupy.asnumpy(w_dev)
-    args = (zx, zw, strides, dilations, start, end, groups)
-    # Poison the pool: the output block was full of garbage, so unwritten elements show.
-    junk = cupy.full(4 << 20, 0x5A5A5A5A, dtype=cupy.int32)
-    del junk
-    got = conv.convolution_integer(x_dev, w_dev, *args, options=options or conv.Options(), ran=ran)
-    assert got.dtype == cupy.int32 and got.flags.c_contiguous
-    return cupy.asnumpy(got), reference.convolution_integer(x, w, *args)
 
 
 def _has_wgmma() -> bool:

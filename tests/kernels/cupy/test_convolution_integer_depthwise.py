@@ -9,23 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dmlserve.kernels import reference
-
+from ._conv_support import PAIRS, run_both
+from ._conv_support import random_int8 as _rand
+from ._conv_support import random_zero_point as _zp
 from ._support import launcher
 
 pytestmark = pytest.mark.gpu
-
-PAIRS = [(np.uint8, np.int8), (np.int8, np.uint8), (np.int8, np.int8), (np.uint8, np.uint8)]
-
-
-def _rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, size=shape, dtype=np.int64).astype(dtype)
-
-
-def _zp(rng: np.random.Generator, dtype: Any) -> int:
-    info = np.iinfo(dtype)
-    return int(rng.integers(info.min, info.max + 1))
 
 
 def _check(
@@ -43,25 +32,13 @@ def _check(
 ) -> Any:
     """Run ours (on `view` of x's device copy, where given) against the reference, bit for
     bit; returns what ran."""
-    import cupy
-
-    conv = launcher("convolution_integer")
-    x_dev = cupy.asarray(x)
-    if view is not None:
-        x_dev = view(x_dev)
-        x = cupy.asnumpy(x_dev)
-    groups = groups or x.shape[1]
-    args = (zx, zw, strides, dilations or (1,) * len(strides), start, end, groups)
-    junk = cupy.full(4 << 20, 0x5A5A5A5A, dtype=cupy.int32)  # unwritten outputs show
-    del junk
     ran: list[Any] = []
-    got = conv.convolution_integer(
-        x_dev, cupy.asarray(w), *args, options=options or conv.Options(), ran=ran
-    )
-    assert got.dtype == cupy.int32 and got.flags.c_contiguous
-    want = reference.convolution_integer(x, w, *args)
+    got, want = run_both(
+        x, w, zx, zw, strides, dilations or (1,) * len(strides), start, end,
+        groups or x.shape[1], view=view, options=options, ran=ran,
+    )  # fmt: skip
     assert got.shape == want.shape
-    np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    np.testing.assert_array_equal(got, want)
     (what,) = ran
     return what
 

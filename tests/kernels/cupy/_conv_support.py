@@ -1,0 +1,60 @@
+"""Shared pieces of the CuPy CONVOLUTION_INTEGER tests: the signedness pairs, random int8 data
+and zero points, and one call of ours beside the NumPy reference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dmlserve.kernels import reference
+
+from ._support import launcher
+
+PAIRS = [(np.uint8, np.int8), (np.int8, np.uint8), (np.int8, np.int8), (np.uint8, np.uint8)]
+
+
+def random_int8(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, size=shape, dtype=np.int64).astype(dtype)
+
+
+def random_zero_point(rng: np.random.Generator, dtype: Any) -> int:
+    info = np.iinfo(dtype)
+    return int(rng.integers(info.min, info.max + 1))
+
+
+def run_both(
+    x: np.ndarray,
+    w: np.ndarray,
+    zx: int,
+    zw: np.ndarray,
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    start: tuple[int, ...],
+    end: tuple[int, ...],
+    groups: int,
+    view: Callable[[Any], Any] | None = None,
+    w_view: Callable[[Any], Any] | None = None,
+    options: Any = None,
+    ran: list[Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Our result and the reference's; what ran is appended to `ran`."""
+    import cupy
+
+    conv = launcher("convolution_integer")
+    x_dev, w_dev = cupy.asarray(x), cupy.asarray(w)
+    if view is not None:
+        x_dev = view(x_dev)
+        x = cupy.asnumpy(x_dev)
+    if w_view is not None:
+        w_dev = w_view(w_dev)
+        w = cupy.asnumpy(w_dev)
+    args = (zx, zw, strides, dilations, start, end, groups)
+    # Poison the pool: the output block was full of garbage, so unwritten elements show.
+    junk = cupy.full(4 << 20, 0x5A5A5A5A, dtype=cupy.int32)
+    del junk
+    got = conv.convolution_integer(x_dev, w_dev, *args, options=options or conv.Options(), ran=ran)
+    assert got.dtype == cupy.int32 and got.flags.c_contiguous
+    return cupy.asnumpy(got), reference.convolution_integer(x, w, *args)
