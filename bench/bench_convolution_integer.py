@@ -145,6 +145,14 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         return convolution_integer(xs[i % 3], w, 128, zw, *geo, g, filter_cache=filter_cache)
 
     row["registered_ms"] = time_ms(registered, inner, reps, 5)
+    if case.k == 1 and case.stride == 1 and g == 1:  # pointwise kernel: the GEMM path it replaced
+        mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
+        gemm_options = mod.Options(pointwise=False)
+
+        def gemm_path(i: int) -> Any:
+            return mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, gemm_options)
+
+        row["ours_gemm_ms"] = time_ms(gemm_path, inner, reps, 3)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
         mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
@@ -233,6 +241,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--sweep", action="store_true", help="also time every GEMM tile shape")
     ap.add_argument("--only-3x3", action="store_true", help="the ungrouped 3x3 layers alone")
+    ap.add_argument(
+        "--only", action="append", default=[], help="layers whose name holds this (repeatable)"
+    )
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     inner, reps = (5, 5) if args.quick else (10, 15)
@@ -262,6 +273,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     rows = []
     cases = [c for c in CASES if c.k == 3 and c.groups == 1] if args.only_3x3 else CASES
+    cases = [c for c in cases if not args.only or any(o in c.name for o in args.only)]
     for case in cases:
         r = run_case(case, args.batch, inner, reps, args.sweep)
         rows.append(r)
@@ -290,6 +302,19 @@ def main() -> None:
                 f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us; "
                 f"band/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
                 f"band/tiled {r['ours_tiled_ms'] / r['ours_ms']:.2f}x",
+                flush=True,
+            )
+    for r in rows:
+        if "ours_gemm_ms" in r:  # 1x1: pointwise kernel (the default) against the GEMM path
+            copy_gb = (r["x_bytes"] + r["out_bytes"]) / 1e9
+            print(
+                f"\npointwise {r['case']}: {r['ours_ms'] * 1e3:.1f} us "
+                f"({copy_gb / (r['ours_ms'] * 1e-3):.0f} GB/s in+out), registered "
+                f"{r['registered_ms'] * 1e3:.1f} us, GEMM path {r['ours_gemm_ms'] * 1e3:.1f} us, "
+                f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us; "
+                f"ours/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
+                f"registered/cuDNN {r['cudnn_fp16_ms'] / r['registered_ms']:.2f}x, "
+                f"ours/GEMM path {r['ours_gemm_ms'] / r['ours_ms']:.2f}x",
                 flush=True,
             )
     if args.sweep:

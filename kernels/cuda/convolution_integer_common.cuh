@@ -49,9 +49,46 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                              \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 
+// The four bytes of a (signed where AS) dotted with b's (signed where BS), modulo 2^32.
+template <bool AS, bool BS>
+__device__ __forceinline__ unsigned dot4(unsigned a, unsigned b) {
+    unsigned sum = 0u;
+    for (int i = 0; i < 4; ++i) {
+        const int ab = AS ? static_cast<int>(static_cast<signed char>(a >> (8 * i)))
+                          : static_cast<int>((a >> (8 * i)) & 0xff);
+        const int bb = BS ? static_cast<int>(static_cast<signed char>(b >> (8 * i)))
+                          : static_cast<int>((b >> (8 * i)) & 0xff);
+        sum += static_cast<unsigned>(ab * bb);
+    }
+    return sum;
+}
+
 template <bool WS, bool XS>
 __device__ __forceinline__ void mma_k32(int (&d)[4], const unsigned (&a)[4], unsigned b0,
                                         unsigned b1) {
+#ifndef __CUDA_ARCH__
+    // Host build (a CPU emulation of the kernels): the same sums from the warp's fragments.
+    // Lane (g, t) holds A rows g, g + 8 and B column g at k 4t.. (+16); it forms D rows g,
+    // g + 8 at columns 2t, 2t + 1.
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    unsigned acc[4] = {static_cast<unsigned>(d[0]), static_cast<unsigned>(d[1]),
+                       static_cast<unsigned>(d[2]), static_cast<unsigned>(d[3])};
+    for (int kw = 0; kw < 8; ++kw) {  // k = 4 kw .. 4 kw + 3
+        const int src = kw & 3;
+        const bool upper = kw >= 4;
+        const unsigned a0 = __shfl_sync(0xffffffffu, upper ? a[2] : a[0], 4 * g + src);
+        const unsigned a1 = __shfl_sync(0xffffffffu, upper ? a[3] : a[1], 4 * g + src);
+        const unsigned c0 = __shfl_sync(0xffffffffu, upper ? b1 : b0, 8 * t + src);
+        const unsigned c1 = __shfl_sync(0xffffffffu, upper ? b1 : b0, 8 * t + 4 + src);
+        acc[0] += dot4<WS, XS>(a0, c0);
+        acc[1] += dot4<WS, XS>(a0, c1);
+        acc[2] += dot4<WS, XS>(a1, c0);
+        acc[3] += dot4<WS, XS>(a1, c1);
+    }
+    for (int i = 0; i < 4; ++i) d[i] = static_cast<int>(acc[i]);
+#else
     if constexpr (WS && XS) {
         DML_CI_MMA("s8", "s8");
     } else if constexpr (WS && !XS) {
@@ -61,12 +98,16 @@ __device__ __forceinline__ void mma_k32(int (&d)[4], const unsigned (&a)[4], uns
     } else {
         DML_CI_MMA("u8", "u8");
     }
+#endif
 }
 #undef DML_CI_MMA
 
 // Sum of the four bytes of v (as signed or unsigned) added to acc, modulo 2^32.
 template <bool SIGNED>
 __device__ __forceinline__ int byte_sum(unsigned v, int acc) {
+#ifndef __CUDA_ARCH__
+    return static_cast<int>(static_cast<unsigned>(acc) + dot4<SIGNED, false>(v, 0x01010101u));
+#else
     int r;
     if constexpr (SIGNED) {
         asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x01010101), "r"(acc));
@@ -74,6 +115,7 @@ __device__ __forceinline__ int byte_sum(unsigned v, int acc) {
         asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x01010101), "r"(acc));
     }
     return r;
+#endif
 }
 
 }  // namespace conv

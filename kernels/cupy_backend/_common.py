@@ -42,6 +42,7 @@ __all__ = [
     "param_struct",
     "plan_cache",
     "sm_count",
+    "wrap32",
 ]
 
 BLOCK = 256
@@ -135,6 +136,11 @@ def index_type(shape: Sequence[int], strides: Sequence[int], *counts: int) -> st
     """
     extent = buffer_extent(shape, strides)
     return "int" if max(extent, *counts) <= INT32_LIMIT else "long long"
+
+
+def wrap32(v: int) -> int:
+    """v as the int32 with the same bits modulo 2^32 (what a kernel's wrapping int32 sums see)."""
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
 def grid_for(threads: int, block: int = BLOCK) -> tuple[int, int, int]:

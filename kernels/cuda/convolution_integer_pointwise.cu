@@ -1,0 +1,303 @@
+// CONVOLUTION_INTEGER with a 1x1 window at unit stride, no padding and one group, on an input
+// whose (n, c) planes are contiguous: per image a GEMM, Out[n] (M x HW) = W (M x C) . X[n]
+// (C x HW), read straight from the NCHW input with no transform pass. The launcher
+// (kernels/cupy_backend/_convolution_integer_pointwise.py) picks it where it applies.
+//
+// The layer is memory-bound (C bytes in, 4M bytes out per pixel at a few hundred multiply-adds
+// per byte), so the kernel is built around the loads and stores. A CTA owns 256 pixels of one
+// image x 64 output channels and walks K in steps of 32 channels through a STAGES-deep
+// cp.async ring: a step's tile is 32 channel rows x 256 contiguous bytes (whole DRAM bursts;
+// 16-byte copies where the planes allow, else 4-byte ones). Warp w reads its 32 pixels: lane
+// (g, t) takes the words of channels 4t + i and 16 + 4t + i at pixels 4g .. 4g+3 and transposes
+// each 4x4 block of bytes in registers, which gives exactly mma.m16n8k32's B fragments for 4
+// instances j, column g of instance j being pixel 4g + j. Tile rows are stored with their
+// 16-byte chunks permuted (chunk ^ 2t for rows 4t.. and 16 + 4t..), so those reads are free of
+// bank conflicts. The accumulators then hold, per lane and output channel, the 8 consecutive
+// pixels 8t .. 8t+7: two 16-byte int32 stores. The filter arrives prepared in fragment order
+// (conv_int_prep_w_pointwise below): one 16-byte load per lane per m-tile and step, 512
+// contiguous bytes a warp, from L1. The output leaves through shared memory as whole lines.
+//
+// Zero points: sum (x - z_x)(w - z_w) = sum x w - z_w[m] sum x + C z_x z_w[m] - z_x sum w[m];
+// the last two terms are the prepared bias, sum x per pixel comes from dp4a on the B fragments
+// (ZW: some z_w is not 0). Channels past C and pixels past the image load as 0 and weigh 0.
+// Arithmetic wraps modulo 2^32 like the reference's int32.
+
+#include "convolution_integer_common.cuh"
+
+namespace dml {
+
+constexpr int PW_WARPS = 8;   // warps per CTA
+constexpr int PW_MT = 4;      // 16-row m-tiles per warp: 64 output channels
+constexpr int PW_PIXELS = PW_WARPS * 32;  // pixels per CTA: one tile row of bytes
+constexpr int PW_STAGES = 4;  // cp.async ring depth
+constexpr int PW_STAGE_BYTES = 32 * PW_PIXELS;
+constexpr int PW_OUT_ROW = PW_PIXELS + 4;  // ints per staged output row (bank spread)
+constexpr int PW_SMEM = PW_STAGES * PW_STAGE_BYTES > 32 * PW_OUT_ROW * 4
+                            ? PW_STAGES * PW_STAGE_BYTES : 32 * PW_OUT_ROW * 4;
+constexpr int PW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
+
+// 4 words of 4 bytes, in[i] = (row i, columns 0..3) -> out[j] = (rows 0..3, column j).
+__device__ __forceinline__ void pw_transpose4(const unsigned (&in)[4], unsigned (&out)[4]) {
+    const unsigned t0 = __byte_perm(in[0], in[1], 0x5140);  // r0c0 r1c0 r0c1 r1c1
+    const unsigned t1 = __byte_perm(in[0], in[1], 0x7362);  // r0c2 r1c2 r0c3 r1c3
+    const unsigned t2 = __byte_perm(in[2], in[3], 0x5140);
+    const unsigned t3 = __byte_perm(in[2], in[3], 0x7362);
+    out[0] = __byte_perm(t0, t2, 0x5410);
+    out[1] = __byte_perm(t0, t2, 0x7632);
+    out[2] = __byte_perm(t1, t3, 0x5410);
+    out[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// Where byte `col` of tile row `row` lies in the stage: its 16-byte chunk permuted by the row.
+__device__ __forceinline__ int pw_tile_offset(int row, int col) {
+    return row * PW_PIXELS + (((col >> 4) ^ (2 * ((row >> 2) & 3))) << 4) + (col & 15);
+}
+
+__device__ __forceinline__ void pw_copy4(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+
+// Stage `ks` of the tile (channels 32 ks .., pixels p0 .. p0 + 255 of the image at `xi`) into
+// shared memory at `stage`; past C or HW: zeros. Thread: row tid / 8; VEC16: 16-byte chunks
+// tid % 8 and + 8; else 4-byte words tid % 8 + 8 k.
+template <bool VEC16>
+__device__ __forceinline__ void pw_stage(unsigned stage, const unsigned char* xi, long long xs_c,
+                                         int ks, int C, int HW, int p0) {
+    const int row = threadIdx.x >> 3;
+    const int c = ks * 32 + row;
+    const unsigned char* src = xi + static_cast<long long>(c < C ? c : 0) * xs_c + p0;
+    if constexpr (VEC16) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int col = 16 * ((threadIdx.x & 7) + 8 * k);
+            const bool in = c < C && p0 + col < HW;
+            conv::cp_async16(stage + pw_tile_offset(row, col), in ? src + col : xi, in ? 16 : 0);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int col = 4 * ((threadIdx.x & 7) + 8 * k);
+            const bool in = c < C && p0 + col < HW;
+            pw_copy4(stage + pw_tile_offset(row, col), in ? src + col : xi, in ? 4 : 0);
+        }
+    }
+}
+
+// x (N, C, HW) bytes with pixel stride 1 and 4-byte aligned words (HW, xs_c, xs_n multiples of
+// 4; VEC16: of 16, and the planes 16-byte aligned); wf the filter in fragment order [M/64][K/32]
+// [4][32 lanes] (16 bytes each); bias[m]; out (N, M, HW) int32. Grid: one CTA per (image,
+// 256-pixel tile, 64-channel chunk), the chunk fastest; dynamic shared memory PW_SMEM.
+template <typename WT, typename XT, bool ZW, bool VEC16>
+__global__ void __launch_bounds__(PW_WARPS * 32, 2)
+    conv_int_pointwise(const unsigned char* __restrict__ x, const uint4* __restrict__ wf,
+                       const int* __restrict__ bias, const int* __restrict__ w_zp,
+                       int* __restrict__ out, int M, int C, int HW, int mchunks, int tiles,
+                       int zw_all, long long xs_n, long long xs_c) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    extern __shared__ __align__(128) unsigned char pw_smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int mc = blockIdx.x % mchunks;
+    const int rest = blockIdx.x / mchunks;
+    const int img = rest / tiles;
+    const int p0 = (rest - img * tiles) * PW_PIXELS;
+    const unsigned char* xi = x + img * xs_n;
+    const int ksteps = (C + 31) >> 5;
+    const unsigned base = conv::smem_addr(pw_smem);
+    const uint4* wp = wf + static_cast<long long>(mc) * ksteps * PW_MT * 32 + lane;
+
+#pragma unroll
+    for (int s = 0; s < PW_STAGES - 1; ++s) {
+        if (s < ksteps) pw_stage<VEC16>(base + s * PW_STAGE_BYTES, xi, xs_c, s, C, HW, p0);
+        conv::cp_async_commit();
+    }
+    int acc[PW_MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < PW_MT; ++mt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0;
+        }
+    }
+    int xsum[4] = {0, 0, 0, 0};
+    // This lane's words: rows 4t + i (+ 16), bytes 4g .. of the warp's 32 columns.
+    const int lane_offset = pw_tile_offset(4 * t, 32 * warp + 4 * g);
+    for (int ks = 0; ks < ksteps; ++ks) {
+        conv::cp_async_wait<PW_STAGES - 2>();
+        __syncthreads();  // stage ks landed for all; stage ks - 1 is free for the next copy
+        const int next = ks + PW_STAGES - 1;
+        if (next < ksteps) {
+            pw_stage<VEC16>(base + (next % PW_STAGES) * PW_STAGE_BYTES, xi, xs_c, next, C, HW, p0);
+        }
+        conv::cp_async_commit();
+        const unsigned char* tile = pw_smem + (ks % PW_STAGES) * PW_STAGE_BYTES + lane_offset;
+        unsigned lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            lo[i] = *reinterpret_cast<const unsigned*>(tile + i * PW_PIXELS);
+            hi[i] = *reinterpret_cast<const unsigned*>(tile + (16 + i) * PW_PIXELS);
+        }
+        unsigned b0[4], b1[4];
+        pw_transpose4(lo, b0);
+        pw_transpose4(hi, b1);
+        if constexpr (ZW) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                xsum[j] = conv::byte_sum<XS>(b1[j], conv::byte_sum<XS>(b0[j], xsum[j]));
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < PW_MT; ++mt) {
+            const uint4 w4 = __ldg(wp + (ks * PW_MT + mt) * 32);
+            const unsigned a[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) conv::mma_k32<WS, XS>(acc[mt][j], a, b0[j], b1[j]);
+        }
+    }
+
+    // The lane stores pixels 8t .. 8t+3 (accumulators 0 / 2 of instances j) and 8t+4 ..
+    // 8t+7 (1 / 3): the sums of x of lanes 8t and 8t+4's groups, summed over their t.
+    int sa[4] = {0, 0, 0, 0};
+    int sb[4] = {0, 0, 0, 0};
+    if constexpr (ZW) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 1);
+            xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 2);
+            sa[j] = __shfl_sync(0xffffffffu, xsum[j], 8 * t);
+            sb[j] = __shfl_sync(0xffffffffu, xsum[j], 8 * t + 4);
+        }
+    }
+    // Through shared memory (the ring is free now), 32 output channels at a time, so every
+    // store to the output is whole 128-byte lines: lanes write their 8 pixels per channel,
+    // then each warp copies 512 contiguous bytes of a channel row per instruction.
+    conv::cp_async_wait<0>();
+    __syncthreads();
+    int* staged = reinterpret_cast<int*>(pw_smem);
+    int* out_img = out + static_cast<long long>(img) * M * HW;
+    const int col = 32 * warp + 8 * t;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+#pragma unroll
+        for (int mt2 = 0; mt2 < 2; ++mt2) {
+            const int mt = 2 * pass + mt2;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int m = mc * 64 + mt * 16 + g + 8 * half;
+                const unsigned b = m < M ? static_cast<unsigned>(bias[m]) : 0u;
+                const unsigned zw = !ZW || m >= M ? 0u
+                                    : static_cast<unsigned>(zw_all == PW_PER_CHANNEL ? w_zp[m]
+                                                                                       : zw_all);
+                int v[8];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    v[j] = static_cast<int>(static_cast<unsigned>(acc[mt][j][2 * half]) -
+                                            zw * static_cast<unsigned>(sa[j]) + b);
+                    v[4 + j] = static_cast<int>(static_cast<unsigned>(acc[mt][j][2 * half + 1]) -
+                                                zw * static_cast<unsigned>(sb[j]) + b);
+                }
+                int* dst = staged + (mt2 * 16 + g + 8 * half) * PW_OUT_ROW + col;
+                *reinterpret_cast<int4*>(dst) = make_int4(v[0], v[1], v[2], v[3]);
+                *reinterpret_cast<int4*>(dst + 4) = make_int4(v[4], v[5], v[6], v[7]);
+            }
+        }
+        __syncthreads();
+        for (int k = threadIdx.x; k < 32 * (PW_PIXELS / 4); k += PW_WARPS * 32) {
+            const int row = k / (PW_PIXELS / 4);
+            const int px = 4 * (k % (PW_PIXELS / 4));
+            const int m = mc * 64 + pass * 32 + row;
+            if (m < M && p0 + px < HW) {
+                *reinterpret_cast<int4*>(out_img + static_cast<long long>(m) * HW + p0 + px) =
+                    *reinterpret_cast<const int4*>(staged + row * PW_OUT_ROW + px);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Filter prep for conv_int_pointwise: w (M, C) strided (the 1x1 filter's M and C strides) ->
+// wf in fragment order: entry ((mc * K32 + ks) * 4 + mt) * 32 + lane (g, t) holds mma's A
+// words a0..a3 of m-tile mc * 4 + mt at step ks: rows 16 mt' + g and + 8, channels 32 ks + 4t
+// (+ 16); rows past M and channels past C are 0. bias[m] = C z_x z_w[m] - z_x sum w[m]
+// (mod 2^32). One CTA of 8 warps per m-tile, a warp per step.
+template <typename WT>
+__global__ void __launch_bounds__(PW_WARPS * 32) conv_int_prep_w_pointwise(
+    const unsigned char* __restrict__ w, const int* __restrict__ w_zp, uint4* __restrict__ wf,
+    int* __restrict__ bias, int M, int C, int x_zp, int zw_all, long long ws_m, long long ws_c) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    __shared__ int partial[PW_WARPS][16];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int mtile = blockIdx.x;
+    const int ksteps = (C + 31) >> 5;
+    const int ra = mtile * 16 + g;
+    const int rb = ra + 8;
+    int sum_a = 0;
+    int sum_b = 0;
+    for (int ks = warp; ks < ksteps; ks += PW_WARPS) {
+        unsigned words[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int row = q & 1 ? rb : ra;
+            const int c0 = ks * 32 + 4 * t + (q & 2 ? 16 : 0);
+            unsigned v = 0u;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                if (row < M && c0 + b < C) {
+                    v |= static_cast<unsigned>(w[row * ws_m + (c0 + b) * ws_c]) << (8 * b);
+                }
+            }
+            words[q] = v;
+        }
+        sum_a = conv::byte_sum<WS>(words[2], conv::byte_sum<WS>(words[0], sum_a));
+        sum_b = conv::byte_sum<WS>(words[3], conv::byte_sum<WS>(words[1], sum_b));
+        const long long at = ((static_cast<long long>(mtile >> 2) * ksteps + ks) * PW_MT +
+                              (mtile & 3)) * 32 + lane;
+        wf[at] = make_uint4(words[0], words[1], words[2], words[3]);
+    }
+    sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
+    sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
+    sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
+    sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
+    if (t == 0) {
+        partial[warp][g] = sum_a;
+        partial[warp][g + 8] = sum_b;
+    }
+    __syncthreads();
+    if (threadIdx.x < 16) {
+        const int m = mtile * 16 + threadIdx.x;
+        unsigned total = 0u;
+        for (int i = 0; i < PW_WARPS; ++i) total += static_cast<unsigned>(partial[i][threadIdx.x]);
+        if (m < M) {
+            const unsigned zx = static_cast<unsigned>(x_zp);
+            const unsigned zw = static_cast<unsigned>(zw_all == PW_PER_CHANNEL ? w_zp[m] : zw_all);
+            bias[m] = static_cast<int>(static_cast<unsigned>(C) * zx * zw - zx * total);
+        }
+    }
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+#define DML_PW(WT, XT, ZW, VEC16)                                                            \
+    template __global__ void dml::conv_int_pointwise<WT, XT, ZW, VEC16>(                     \
+        const unsigned char*, const uint4*, const int*, const int*, int*, int, int, int, int, \
+        int, int, long long, long long)
+DML_PW(signed char, unsigned char, false, true);
+DML_PW(signed char, unsigned char, true, false);
+DML_PW(unsigned char, signed char, false, false);
+DML_PW(signed char, signed char, true, true);
+DML_PW(unsigned char, unsigned char, true, true);
+#undef DML_PW
+template __global__ void dml::conv_int_prep_w_pointwise<signed char>(
+    const unsigned char*, const int*, uint4*, int*, int, int, int, int, long long, long long);
+template __global__ void dml::conv_int_prep_w_pointwise<unsigned char>(
+    const unsigned char*, const int*, uint4*, int*, int, int, int, int, long long, long long);
+#endif

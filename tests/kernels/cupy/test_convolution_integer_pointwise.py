@@ -1,0 +1,225 @@
+"""CuPy CONVOLUTION_INTEGER pointwise kernel (1x1, unit stride, no padding, one group, planes
+contiguous) against the NumPy reference, bit-exact; every test checks which kernel ran."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dmlserve.kernels import reference
+
+from ._conv_support import PAIRS, run_both
+from ._conv_support import random_int8 as _rand
+from ._conv_support import random_zero_point as _zp
+from ._support import launcher
+
+pytestmark = pytest.mark.gpu
+
+_ONE = ((1, 1), (1, 1), (0, 0), (0, 0))  # strides, dilations, start and end padding
+
+
+def _conv() -> Any:
+    return launcher("convolution_integer")
+
+
+def _check(
+    x: np.ndarray,
+    w: np.ndarray,
+    zx: int,
+    zw: np.ndarray,
+    view: Callable[[Any], Any] | None = None,
+    w_view: Callable[[Any], Any] | None = None,
+    options: Any = None,
+) -> Any:
+    """Ours (on `view` of x's device copy, where given) against the reference, bit for bit;
+    returns what ran."""
+    ran: list[Any] = []
+    geometry = _ONE if x.ndim == 4 else ((1,), (1,), (0,), (0,))
+    got, want = run_both(
+        x, w, zx, zw, *geometry, 1, view=view, w_view=w_view, options=options, ran=ran
+    )
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    (what,) = ran
+    return what
+
+
+def _pointwise(what: Any) -> Any:
+    assert isinstance(what, _conv().PointwisePlan), what
+    return what
+
+
+def _zero_points(rng: np.random.Generator, mode: str, wt: Any, m: int) -> np.ndarray:
+    if mode == "channel":
+        return rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, m).astype(np.int32)
+    return np.full(m, 0 if mode == "none" else _zp(rng, wt), np.int32)
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
+def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 3])
+    x = _rand(rng, (2, 64, 8, 8), xt)
+    w = _rand(rng, (80, 64, 1, 1), wt)  # a full and a partial chunk of 64 output channels
+    zx = 0 if zp_mode == "none" else _zp(rng, xt)
+    plan = _pointwise(_check(x, w, zx, _zero_points(rng, zp_mode, wt, 80), None))
+    assert plan.mchunks == 2 and plan.zw_any == (zp_mode != "none")
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+def test_extreme_zero_points(xt: Any, wt: Any) -> None:
+    """Zero points at the ends of their types, and an input zero point no byte can hold (the
+    kernel never fills a pad with it)."""
+    rng = np.random.default_rng(PAIRS.index((xt, wt)) + 30)
+    x = _rand(rng, (1, 32, 4, 5), xt)
+    w = _rand(rng, (6, 32, 1, 1), wt)
+    wi = np.iinfo(wt)
+    zw = np.resize(np.array([wi.min, wi.max, 0], np.int32), 6)
+    for zx in (int(np.iinfo(xt).min), int(np.iinfo(xt).max), 2**31 - 5, -(2**31)):
+        _pointwise(_check(x, w, zx, zw))
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "hw", "m"),
+    [
+        (1, 1, (2, 2), 1),  # one channel: every step is the tail
+        (3, 5, (4, 5), 3),  # channels and outputs far below a step and a chunk
+        (2, 48, (3, 4), 64),  # half a step of channels at the end
+        (3, 96, (5, 4), 130),  # three chunks, the last of 2 channels; pixels not a multiple of 32
+        (1, 256, (2, 18), 65),
+    ],
+)
+def test_shapes(n: int, c: int, hw: tuple[int, int], m: int) -> None:
+    rng = np.random.default_rng(n * c + m)
+    x = _rand(rng, (n, c, *hw), np.uint8)
+    w = _rand(rng, (m, c, 1, 1), np.int8)
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    plan = _pointwise(_check(x, w, 128, zw))
+    assert plan.mchunks == -(-m // 64)
+
+
+@pytest.mark.parametrize(("hw", "vec16"), [((16, 35), True), ((17, 36), False), ((23, 24), False)])
+def test_tiles(hw: tuple[int, int], vec16: bool) -> None:
+    """Several 256-pixel tiles per image, the last partial; planes that take 16-byte copies
+    and planes that take 4-byte ones."""
+    rng = np.random.default_rng(hw[0])
+    x = _rand(rng, (2, 40, *hw), np.int8)
+    w = _rand(rng, (100, 40, 1, 1), np.uint8)
+    zw = rng.integers(0, 256, 100).astype(np.int32)
+    plan = _pointwise(_check(x, w, -3, zw))
+    assert plan.tiles == -(-hw[0] * hw[1] // 256) > 1 and plan.vec16 == vec16
+
+
+def test_one_dimensional() -> None:
+    rng = np.random.default_rng(4)
+    x = _rand(rng, (2, 33, 28), np.uint8)
+    w = _rand(rng, (20, 33, 1), np.int8)
+    _pointwise(_check(x, w, 100, np.full(20, 5, np.int32)))
+
+
+def _misaligned(a: Any) -> Any:
+    """The same values one byte into a wider buffer: planes contiguous, words unaligned."""
+    import cupy
+
+    flat = cupy.empty(a.size + 1, a.dtype)
+    view = flat[1:].reshape(a.shape)
+    view[...] = a
+    return view
+
+
+@pytest.mark.parametrize(
+    ("shape", "view", "channels", "inside"),
+    [
+        ((4, 40, 4, 6), lambda a: a[:, ::-1], 40, True),  # a negative channel stride
+        ((4, 40, 4, 6), lambda a: a[::2], 40, True),  # every other image
+        ((4, 40, 4, 6), lambda a: a[:, 3:], 37, True),  # from the fourth plane on
+        ((4, 40, 4, 6), lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), 40, False),
+        ((4, 40, 4, 8), lambda a: a[:, :, :, ::2], 40, False),  # a strided row
+        ((4, 40, 5, 6), lambda a: a[:, :, 1:], 40, False),  # planes 30 bytes apart
+        ((4, 40, 4, 6), _misaligned, 40, False),
+    ],
+)
+def test_views(
+    shape: tuple[int, ...], view: Callable[[Any], Any], channels: int, inside: bool
+) -> None:
+    rng = np.random.default_rng(sum(shape) + channels)
+    x = _rand(rng, shape, np.uint8)
+    w = _rand(rng, (24, channels, 1, 1), np.int8)
+    zw = rng.integers(-128, 128, 24).astype(np.int32)
+
+    def w_view(a: Any) -> Any:
+        return a[:, ::-1]  # a filter with a negative channel stride
+
+    what = _check(x, w, 7, zw, view=view, w_view=w_view)
+    assert isinstance(what, _conv().PointwisePlan) == inside, what
+
+
+@pytest.mark.parametrize(
+    ("geometry", "groups"),
+    [
+        (((2, 2), (1, 1), (0, 0), (0, 0)), 1),  # stride 2
+        (((1, 1), (1, 1), (1, 0), (0, 0)), 1),  # padding
+        (((1, 1), (1, 1), (0, 0), (0, 1)), 1),  # end padding only
+        (_ONE, 2),  # two groups
+    ],
+)
+def test_outside_shapes_take_other_kernels(geometry: Any, groups: int) -> None:
+    rng = np.random.default_rng(groups + sum(geometry[0]))
+    x = _rand(rng, (2, 32, 8, 8), np.uint8)
+    w = _rand(rng, (32, 32 // groups, 1, 1), np.int8)
+    zw = np.zeros(32, np.int32)
+    ran: list[Any] = []
+    got, want = run_both(x, w, 128, zw, *geometry, groups, ran=ran)
+    np.testing.assert_array_equal(got, want)
+    assert not isinstance(ran[0], _conv().PointwisePlan)
+
+
+def test_forced_gemm_and_option_keep_the_gemm() -> None:
+    conv = _conv()
+    rng = np.random.default_rng(2)
+    x = _rand(rng, (2, 32, 4, 4), np.uint8)
+    w = _rand(rng, (32, 32, 1, 1), np.int8)
+    zw = np.zeros(32, np.int32)
+    for options in (conv.Options(pointwise=False), conv.Options(tensor_cores="mma_sync")):
+        assert _check(x, w, 128, zw, options=options) in ("wgmma", "mma_sync")
+
+
+def test_int32_wraps() -> None:
+    rng = np.random.default_rng(6)
+    c = 65536
+    x = rng.integers(200, 256, (1, c, 2, 2)).astype(np.uint8)
+    w = rng.integers(-128, -100, (8, c, 1, 1)).astype(np.int8)
+    zw = np.full(8, 127, np.int32)
+    exact = np.einsum("nchw,mc->nmhw", x.astype(np.int64), w[:, :, 0, 0].astype(np.int64) - 127)
+    assert np.abs(exact).min() > 2**31  # the case really wraps
+    _pointwise(_check(x, w, 0, zw))
+
+
+def test_constant_filter_prepared_once() -> None:
+    """A filter cache (a registration's constant filter) keeps the first call's fragment-order
+    filter while the zero points stay; a call with another input zero point prepares its own
+    and leaves the kept one alone."""
+    import cupy
+
+    conv = _conv()
+    rng = np.random.default_rng(22)
+    w = _rand(rng, (70, 48, 1, 1), np.int8)
+    zw = rng.integers(-128, 128, 70).astype(np.int32)
+    w_dev = cupy.asarray(w)
+    cache: dict[Any, Any] = {}
+    kept = []
+    for zx in (128, 128, 7):
+        x = _rand(rng, (2, 48, 4, 3), np.uint8)
+        ran: list[Any] = []
+        got = conv.convolution_integer(
+            cupy.asarray(x), w_dev, zx, zw, *_ONE, 1, ran=ran, filter_cache=cache
+        )
+        _pointwise(ran[0])
+        want = reference.convolution_integer(x, w, zx, zw, *_ONE, 1)
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+        kept.append(cache["pointwise"][1][0])
+    assert kept[1] is kept[0] and kept[2] is kept[0]
+    assert list(cache) == ["pointwise"] and cache["pointwise"][0][5] == 128
