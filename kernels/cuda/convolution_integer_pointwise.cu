@@ -13,13 +13,14 @@
 // instances j, column g of instance j being pixel 4g + j. Tile rows are stored with their
 // 16-byte chunks permuted (chunk ^ 2t for rows 4t.. and 16 + 4t..), so those reads are free of
 // bank conflicts. The accumulators then hold, per lane and output channel, the 8 consecutive
-// pixels 8t .. 8t+7: two 16-byte int32 stores. The filter arrives prepared in fragment order
-// (conv_int_prep_w_pointwise below): one 16-byte load per lane per m-tile and step, 512
-// contiguous bytes a warp, from L1. The output leaves through shared memory as whole lines.
+// pixels 8t .. 8t+7, which leave through shared memory as whole 128-byte lines. The CTA's 64
+// filter rows (the filter itself where it lies as (M, C) rows of 16-byte multiples, else a
+// padded copy) are copied into shared memory with the first stage and read by ldmatrix, so a
+// call needs no filter preparation.
 //
 // Zero points: sum (x - z_x)(w - z_w) = sum x w - z_w[m] sum x + C z_x z_w[m] - z_x sum w[m];
-// the last two terms are the prepared bias, sum x per pixel comes from dp4a on the B fragments
-// (ZW: some z_w is not 0). Channels past C and pixels past the image load as 0 and weigh 0.
+// the CTA sums its filter rows once for the last two terms, sum x per pixel comes from dp4a on
+// the B fragments (ZW: some z_w is not 0). Channels past C and pixels past the image load as 0 and weigh 0.
 // Arithmetic wraps modulo 2^32 like the reference's int32.
 
 #include "convolution_integer_common.cuh"
@@ -32,7 +33,8 @@ constexpr int PW_PIXELS = PW_WARPS * 32;  // pixels per CTA: one tile row of byt
 constexpr int PW_STAGES = 4;  // cp.async ring depth
 constexpr int PW_STAGE_BYTES = 32 * PW_PIXELS;
 constexpr int PW_OUT_ROW = PW_PIXELS + 4;  // ints per staged output row (bank spread)
-constexpr int PW_SMEM = PW_STAGES * PW_STAGE_BYTES > 32 * PW_OUT_ROW * 4
+constexpr int PW_HEAD = 512;  // the rows' constants and zero points
+constexpr int PW_BODY = PW_STAGES * PW_STAGE_BYTES > 32 * PW_OUT_ROW * 4
                             ? PW_STAGES * PW_STAGE_BYTES : 32 * PW_OUT_ROW * 4;
 constexpr int PW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
@@ -85,18 +87,23 @@ __device__ __forceinline__ void pw_stage(unsigned stage, const unsigned char* xi
 }
 
 // x (N, C, HW) bytes with pixel stride 1 and 4-byte aligned words (HW, xs_c, xs_n multiples of
-// 4; VEC16: of 16, and the planes 16-byte aligned); wf the filter in fragment order [M/64][K/32]
-// [4][32 lanes] (16 bytes each); bias[m]; out (N, M, HW) int32. Grid: one CTA per (image,
-// 256-pixel tile, 64-channel chunk), the chunk fastest; dynamic shared memory PW_SMEM.
+// 4; VEC16: of 16, and the planes 16-byte aligned); w (M, ldw) filter rows, 16-byte aligned,
+// ldw a multiple of 16 >= C rounded up to 16 (bytes past C are read only where C % 16 != 0 and
+// must then be 0); out (N, M, HW) int32. Grid: one CTA per (image, 256-pixel tile, 64-channel
+// chunk), the chunk fastest; dynamic shared memory PW_HEAD + PW_BODY + 64 (ceil(C / 32) 32 + 16).
 template <typename WT, typename XT, bool ZW, bool VEC16>
 __global__ void __launch_bounds__(PW_WARPS * 32, 2)
-    conv_int_pointwise(const unsigned char* __restrict__ x, const uint4* __restrict__ wf,
-                       const int* __restrict__ bias, const int* __restrict__ w_zp,
-                       int* __restrict__ out, int M, int C, int HW, int mchunks, int tiles,
-                       int zw_all, long long xs_n, long long xs_c) {
+    conv_int_pointwise(const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
+                       const int* __restrict__ w_zp, int* __restrict__ out, int M, int C, int HW,
+                       int mchunks, int tiles, int ldw, int x_zp, int zw_all, long long xs_n,
+                       long long xs_c) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     constexpr bool XS = conv::is_signed_byte<XT>::value;
     extern __shared__ __align__(128) unsigned char pw_smem[];
+    int* const bias_s = reinterpret_cast<int*>(pw_smem);          // 64 per-row constants
+    int* const zw_s = bias_s + 64;                                  // 64 filter zero points
+    unsigned char* const ring = pw_smem + PW_HEAD;                  // stages, then the output
+    unsigned char* const w_s = ring + PW_BODY;                      // 64 rows of ksteps * 32 + 16
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2;
@@ -107,9 +114,21 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     const int p0 = (rest - img * tiles) * PW_PIXELS;
     const unsigned char* xi = x + img * xs_n;
     const int ksteps = (C + 31) >> 5;
-    const unsigned base = conv::smem_addr(pw_smem);
-    const uint4* wp = wf + static_cast<long long>(mc) * ksteps * PW_MT * 32 + lane;
+    const int w_row = ksteps * 32 + 16;  // the 16: rows 4 banks apart, ldmatrix conflict-free
+    const unsigned base = conv::smem_addr(ring);
+    const unsigned w_base = conv::smem_addr(w_s);
 
+    // The CTA's filter rows, zeros past M and past C rounded up to 16, with the first stage.
+    const int row_chunks = ksteps * 2;
+    const int c16 = (C + 15) >> 4;
+    for (int k = threadIdx.x; k < 64 * row_chunks; k += PW_WARPS * 32) {
+        const int row = k / row_chunks;
+        const int chunk = k - row * row_chunks;
+        const int m = mc * 64 + row;
+        const bool in = m < M && chunk < c16;
+        const unsigned char* src = in ? w + static_cast<long long>(m) * ldw + 16 * chunk : w;
+        conv::cp_async16(w_base + row * w_row + 16 * chunk, src, in ? 16 : 0);
+    }
 #pragma unroll
     for (int s = 0; s < PW_STAGES - 1; ++s) {
         if (s < ksteps) pw_stage<VEC16>(base + s * PW_STAGE_BYTES, xi, xs_c, s, C, HW, p0);
@@ -127,15 +146,39 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     int xsum[4] = {0, 0, 0, 0};
     // This lane's words: rows 4t + i (+ 16), bytes 4g .. of the warp's 32 columns.
     const int lane_offset = pw_tile_offset(4 * t, 32 * warp + 4 * g);
+    // ldmatrix rows: lanes 8q .. 8q + 7 address matrix q = (rows +8 if q odd, bytes +16 if q > 1).
+    const unsigned a_lane = w_base + ((lane & 7) + 8 * ((lane >> 3) & 1)) * w_row + 16 * (lane >> 4);
     for (int ks = 0; ks < ksteps; ++ks) {
         conv::cp_async_wait<PW_STAGES - 2>();
         __syncthreads();  // stage ks landed for all; stage ks - 1 is free for the next copy
+        if (ks == 0) {
+            // Per filter row: C z_x z_w - z_x sum w (mod 2^32); 4 threads a row.
+            const int row = threadIdx.x >> 2;
+            const int m = mc * 64 + row;
+            int sum = 0;
+            for (int chunk = threadIdx.x & 3; chunk < row_chunks; chunk += 4) {
+                const uint4 v = *reinterpret_cast<const uint4*>(w_s + row * w_row + 16 * chunk);
+                sum = conv::byte_sum<WS>(v.x, conv::byte_sum<WS>(v.y, sum));
+                sum = conv::byte_sum<WS>(v.z, conv::byte_sum<WS>(v.w, sum));
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            if ((threadIdx.x & 3) == 0) {
+                const unsigned zw = m >= M ? 0u
+                                    : static_cast<unsigned>(zw_all == PW_PER_CHANNEL ? w_zp[m]
+                                                                                       : zw_all);
+                const unsigned zx = static_cast<unsigned>(x_zp);
+                bias_s[row] = static_cast<int>(static_cast<unsigned>(C) * zx * zw -
+                                               zx * static_cast<unsigned>(sum));
+                zw_s[row] = static_cast<int>(zw);
+            }
+        }
         const int next = ks + PW_STAGES - 1;
         if (next < ksteps) {
             pw_stage<VEC16>(base + (next % PW_STAGES) * PW_STAGE_BYTES, xi, xs_c, next, C, HW, p0);
         }
         conv::cp_async_commit();
-        const unsigned char* tile = pw_smem + (ks % PW_STAGES) * PW_STAGE_BYTES + lane_offset;
+        const unsigned char* tile = ring + (ks % PW_STAGES) * PW_STAGE_BYTES + lane_offset;
         unsigned lo[4], hi[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -153,8 +196,8 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
         }
 #pragma unroll
         for (int mt = 0; mt < PW_MT; ++mt) {
-            const uint4 w4 = __ldg(wp + (ks * PW_MT + mt) * 32);
-            const unsigned a[4] = {w4.x, w4.y, w4.z, w4.w};
+            unsigned a[4];
+            conv::ldmatrix_x4(a, a_lane + mt * 16 * w_row + 32 * ks);
 #pragma unroll
             for (int j = 0; j < 4; ++j) conv::mma_k32<WS, XS>(acc[mt][j], a, b0[j], b1[j]);
         }
@@ -178,7 +221,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     // then each warp copies 512 contiguous bytes of a channel row per instruction.
     conv::cp_async_wait<0>();
     __syncthreads();
-    int* staged = reinterpret_cast<int*>(pw_smem);
+    int* staged = reinterpret_cast<int*>(ring);
     int* out_img = out + static_cast<long long>(img) * M * HW;
     const int col = 32 * warp + 8 * t;
 #pragma unroll
@@ -188,11 +231,9 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
             const int mt = 2 * pass + mt2;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                const int m = mc * 64 + mt * 16 + g + 8 * half;
-                const unsigned b = m < M ? static_cast<unsigned>(bias[m]) : 0u;
-                const unsigned zw = !ZW || m >= M ? 0u
-                                    : static_cast<unsigned>(zw_all == PW_PER_CHANNEL ? w_zp[m]
-                                                                                       : zw_all);
+                const int row = mt * 16 + g + 8 * half;
+                const unsigned b = static_cast<unsigned>(bias_s[row]);
+                const unsigned zw = ZW ? static_cast<unsigned>(zw_s[row]) : 0u;
                 int v[8];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
@@ -220,84 +261,17 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     }
 }
 
-// Filter prep for conv_int_pointwise: w (M, C) strided (the 1x1 filter's M and C strides) ->
-// wf in fragment order: entry ((mc * K32 + ks) * 4 + mt) * 32 + lane (g, t) holds mma's A
-// words a0..a3 of m-tile mc * 4 + mt at step ks: rows 16 mt' + g and + 8, channels 32 ks + 4t
-// (+ 16); rows past M and channels past C are 0. bias[m] = C z_x z_w[m] - z_x sum w[m]
-// (mod 2^32). One CTA of 8 warps per m-tile, a warp per step.
-template <typename WT>
-__global__ void __launch_bounds__(PW_WARPS * 32) conv_int_prep_w_pointwise(
-    const unsigned char* __restrict__ w, const int* __restrict__ w_zp, uint4* __restrict__ wf,
-    int* __restrict__ bias, int M, int C, int x_zp, int zw_all, long long ws_m, long long ws_c) {
-    constexpr bool WS = conv::is_signed_byte<WT>::value;
-    __shared__ int partial[PW_WARPS][16];
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int mtile = blockIdx.x;
-    const int ksteps = (C + 31) >> 5;
-    const int ra = mtile * 16 + g;
-    const int rb = ra + 8;
-    int sum_a = 0;
-    int sum_b = 0;
-    for (int ks = warp; ks < ksteps; ks += PW_WARPS) {
-        unsigned words[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int row = q & 1 ? rb : ra;
-            const int c0 = ks * 32 + 4 * t + (q & 2 ? 16 : 0);
-            unsigned v = 0u;
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-                if (row < M && c0 + b < C) {
-                    v |= static_cast<unsigned>(w[row * ws_m + (c0 + b) * ws_c]) << (8 * b);
-                }
-            }
-            words[q] = v;
-        }
-        sum_a = conv::byte_sum<WS>(words[2], conv::byte_sum<WS>(words[0], sum_a));
-        sum_b = conv::byte_sum<WS>(words[3], conv::byte_sum<WS>(words[1], sum_b));
-        const long long at = ((static_cast<long long>(mtile >> 2) * ksteps + ks) * PW_MT +
-                              (mtile & 3)) * 32 + lane;
-        wf[at] = make_uint4(words[0], words[1], words[2], words[3]);
-    }
-    sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
-    sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
-    sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
-    sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
-    if (t == 0) {
-        partial[warp][g] = sum_a;
-        partial[warp][g + 8] = sum_b;
-    }
-    __syncthreads();
-    if (threadIdx.x < 16) {
-        const int m = mtile * 16 + threadIdx.x;
-        unsigned total = 0u;
-        for (int i = 0; i < PW_WARPS; ++i) total += static_cast<unsigned>(partial[i][threadIdx.x]);
-        if (m < M) {
-            const unsigned zx = static_cast<unsigned>(x_zp);
-            const unsigned zw = static_cast<unsigned>(zw_all == PW_PER_CHANNEL ? w_zp[m] : zw_all);
-            bias[m] = static_cast<int>(static_cast<unsigned>(C) * zx * zw - zx * total);
-        }
-    }
-}
-
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
 #define DML_PW(WT, XT, ZW, VEC16)                                                            \
     template __global__ void dml::conv_int_pointwise<WT, XT, ZW, VEC16>(                     \
-        const unsigned char*, const uint4*, const int*, const int*, int*, int, int, int, int, \
-        int, int, long long, long long)
+        const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
+        int, int, int, long long, long long)
 DML_PW(signed char, unsigned char, false, true);
 DML_PW(signed char, unsigned char, true, false);
 DML_PW(unsigned char, signed char, false, false);
 DML_PW(signed char, signed char, true, true);
 DML_PW(unsigned char, unsigned char, true, true);
 #undef DML_PW
-template __global__ void dml::conv_int_prep_w_pointwise<signed char>(
-    const unsigned char*, const int*, uint4*, int*, int, int, int, int, long long, long long);
-template __global__ void dml::conv_int_prep_w_pointwise<unsigned char>(
-    const unsigned char*, const int*, uint4*, int*, int, int, int, int, long long, long long);
 #endif

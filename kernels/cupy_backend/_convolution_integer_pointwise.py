@@ -3,8 +3,9 @@
 contiguous with 4-byte aligned words. Per image the layer is a GEMM of the filter (M x C) and
 the image (C x H*W) as it lies in memory; the kernel transposes the input's bytes in registers
 into the tensor cores' fragments, so there is no transform pass, and writes the NCHW int32
-output directly. The filter is prepared once into fragment order (kept with a registered
-operator's constants)."""
+output directly. Each CTA copies its filter rows into shared memory and sums them itself, so a
+call prepares nothing where the filter's rows lie as 16-byte multiples; otherwise a padded copy
+is made (and kept with a registered operator's constants)."""
 
 from __future__ import annotations
 
@@ -21,20 +22,23 @@ _SOURCE = "convolution_integer_pointwise.cu"
 _WARPS = 8  # warps per CTA (the kernel's PW_WARPS)
 _M_CHUNK = 64  # output channels a CTA forms (PW_MT m-tiles of 16)
 _PIXELS = 256  # pixels of one image a CTA forms (PW_PIXELS)
-# PW_SMEM: 4 stages of 32 channel rows, or 32 staged int32 output rows of 256 + 4 pixels
-_SMEM = max(4 * 32 * _PIXELS, 32 * (_PIXELS + 4) * 4)
+# PW_HEAD + PW_BODY: the rows' constants, then 4 stages of 32 channel rows or 32 staged int32
+# output rows of 256 + 4 pixels; the filter rows follow.
+_SMEM_FIXED = 512 + max(4 * 32 * _PIXELS, 32 * (_PIXELS + 4) * 4)
+_SMEM_LIMIT = 227 * 1024  # an sm_90 CTA's shared memory
 _PER_CHANNEL = -(2**31)  # the kernel's PW_PER_CHANNEL: zero points read per channel
 
 
 class PointwisePlan(NamedTuple):
     """The pointwise kernel's work: output-channel chunks of 64, 256-pixel tiles per image,
-    whether the input's planes take 16-byte copies (else 4-byte ones), and whether some
-    filter zero point is not 0 (the kernel's ZW)."""
+    whether the input's planes take 16-byte copies (else 4-byte ones), whether some filter
+    zero point is not 0 (the kernel's ZW), and the shared memory it takes."""
 
     mchunks: int
     tiles: int
     vec16: bool
     zw_any: bool
+    smem: int  # bytes of shared memory per CTA
 
 
 def pointwise_plan(x: Any, q: Any) -> PointwisePlan | None:
@@ -61,9 +65,12 @@ def pointwise_plan(x: Any, q: Any) -> PointwisePlan | None:
         return None
     mchunks = -(-q.m // _M_CHUNK)
     tiles = -(-hw // _PIXELS)
+    smem = _SMEM_FIXED + 64 * (-(-c // 32) * 32 + 16)
     if n * tiles * mchunks > INT32_LIMIT or max(hw, c) > INT32_LIMIT - _PIXELS:
         return None
-    return PointwisePlan(mchunks, tiles, aligned(16), bool(q.w_zp.any()))
+    if smem > _SMEM_LIMIT:  # filter rows longer than about 2,600 channels
+        return None
+    return PointwisePlan(mchunks, tiles, aligned(16), bool(q.w_zp.any()), smem)
 
 
 def _zero_points(q: Any) -> tuple[bool, int]:
@@ -73,40 +80,39 @@ def _zero_points(q: Any) -> tuple[bool, int]:
     return per_channel, _PER_CHANNEL if per_channel else int(q.w_zp[0])
 
 
-def _prepared(
-    w: Any, q: Any, plan: PointwisePlan, cache: MutableMapping[Hashable, Any] | None
-) -> tuple[Any, Any, Any]:
-    """The filter in fragment order, the bias of the zero-point expansion and the per-channel
-    zero points on the device (or the output-sized placeholder when they are shared): made
-    here, or the registered operator's kept ones for the same filter and zero points. A kept
+def _filter_rows(
+    w: Any, q: Any, cache: MutableMapping[Hashable, Any] | None
+) -> tuple[Any, int, Any]:
+    """The filter as (M, ldw) byte rows the kernel copies (the filter itself where its rows
+    are 16-byte multiples and aligned, else a zero-padded copy), ldw, and the per-channel zero
+    points on the device (or a placeholder the kernel does not read when they are shared).
+    Kept in `cache` (a registered operator's constants) when something had to be made; a kept
     entry is never replaced (another thread's kernels may still read it)."""
     import cupy
 
-    key = ("pointwise", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes())
+    per_channel, _ = _zero_points(q)
+    ws_m, ws_c = int(w.strides[0]), int(w.strides[1])
+    direct = ws_c == 1 and q.c % 16 == 0 and ws_m % 16 == 0 and w.data.ptr % 16 == 0
+    if direct and not per_channel:
+        return w, ws_m, w
+    key = ("pointwise", w.data.ptr, w.shape, w.strides, str(w.dtype), q.w_zp.tobytes())
     hit = cache.get("pointwise") if cache is not None else None
     if hit is not None and hit[0] == key:
-        kept: tuple[Any, Any, Any] = hit[1]
+        kept: tuple[Any, int, Any] = hit[1]
         return kept
-    ksteps = -(-q.c // 32)
-    wf = cupy.empty((plan.mchunks * ksteps * 4 * 32, 4), dtype=cupy.uint32)
-    bias = cupy.empty((q.m,), dtype=cupy.int32)
-    per_channel, zw_all = _zero_points(q)
-    zp_dev = cupy.asarray(q.w_zp) if per_channel else bias  # bias: a placeholder, not read
-    prep = launch(
-        _SOURCE,
-        "conv_int_prep_w_pointwise",
-        w.dtype,
-        grid=(plan.mchunks * 4, 1, 1),
-        block=(_WARPS * 32, 1, 1),
-    )
-    ints = (q.m, q.c, wrap32(q.zx), zw_all)
-    prep(w, zp_dev, wf, bias, *map(np.int32, ints), *map(np.int64, w.strides[:2]))
-    prepared = (wf, bias, zp_dev)
+    if direct:
+        rows, ldw = w, ws_m
+    else:
+        ldw = -(-q.c // 16) * 16
+        rows = cupy.zeros((q.m, ldw), dtype=w.dtype)
+        rows[:, : q.c] = w.reshape(q.m, q.c)
+    zp_dev = cupy.asarray(q.w_zp) if per_channel else rows
+    made = (rows, ldw, zp_dev)
     if cache is not None and hit is None:
         # Other calls read it from other streams: complete before it is shared.
         cupy.cuda.get_current_stream().synchronize()
-        cache.setdefault("pointwise", (key, prepared))
-    return prepared
+        cache.setdefault("pointwise", (key, made))
+    return made
 
 
 def pointwise(
@@ -118,7 +124,7 @@ def pointwise(
     cache: MutableMapping[Hashable, Any] | None = None,
 ) -> None:
     """Launch the pointwise kernel for `q` into `out` (N, M, H, W) int32."""
-    wf, bias, zp_dev = _prepared(w, q, plan, cache)
+    rows, ldw, zp_dev = _filter_rows(w, q, cache)
     _, zw_all = _zero_points(q)
     kernel = launch(
         _SOURCE,
@@ -129,7 +135,7 @@ def pointwise(
         plan.vec16,
         grid=(q.n * plan.tiles * plan.mchunks, 1, 1),
         block=(_WARPS * 32, 1, 1),
-        shared_mem=_SMEM,
+        shared_mem=plan.smem,
     )
-    ints = (q.m, q.c, q.h * q.wd, plan.mchunks, plan.tiles, zw_all)
-    kernel(x, wf, bias, zp_dev, out, *map(np.int32, ints), *map(np.int64, x.strides[:2]))
+    ints = (q.m, q.c, q.h * q.wd, plan.mchunks, plan.tiles, ldw, wrap32(q.zx), zw_all)
+    kernel(x, rows, zp_dev, out, *map(np.int32, ints), *map(np.int64, x.strides[:2]))

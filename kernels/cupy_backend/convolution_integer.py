@@ -16,9 +16,10 @@ from ..geometry import Window
 from ._common import INT32_LIMIT, launch, sm_count, wrap32
 from ._convolution_integer_depthwise import DepthwisePlan, depthwise, depthwise_plan
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
+from ._convolution_integer_grouped import GroupedPlan, grouped, grouped_plan
 from ._convolution_integer_pointwise import PointwisePlan, pointwise, pointwise_plan
 
-__all__ = ["Options", "PointwisePlan", "TiledPlan", "convolution_integer"]
+__all__ = ["GroupedPlan", "Options", "PointwisePlan", "TiledPlan", "convolution_integer"]
 
 _DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
 # Below this many channels per group the 16-byte channel padding wastes more than the tensor
@@ -49,6 +50,7 @@ class Options:
     depthwise: bool = True  # "auto" runs depthwise shapes it fits on the band kernel, else tiled
     depthwise_dp4a: bool = True  # band kernel: dp4a tap rows where they apply (else multiply-adds)
     pointwise: bool = True  # "auto" (no forced GEMM or tile) runs 1x1 shapes it fits there
+    grouped: bool = True  # "auto" (no forced GEMM or tile) runs 3x3 groups of 8-32 channels there
 
 
 _DEFAULT_OPTIONS = Options()
@@ -192,7 +194,7 @@ def convolution_integer(
     end_padding: Sequence[int],
     group_count: int,
     options: Options = _DEFAULT_OPTIONS,
-    ran: list[TiledPlan | DepthwisePlan | PointwisePlan | str] | None = None,
+    ran: list[TiledPlan | DepthwisePlan | PointwisePlan | GroupedPlan | str] | None = None,
     filter_cache: MutableMapping[Hashable, Any] | None = None,
 ) -> Any:
     """Integer cross-correlation ``(N, C, *S), (M, C/G, *K) -> (N, M, *O)`` int32 (wraps).
@@ -200,8 +202,9 @@ def convolution_integer(
     Parameters are already validated (one entry per spatial dim, 1 or 2 dims); ``x``, ``w`` may
     be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
     Launches on the current CuPy stream and returns a new C-contiguous array. `options` picks
-    the kernels; `ran`, when given, gets what ran appended: a CUDA-core or pointwise plan, or
-    "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an empty output).
+    the kernels; `ran`, when given, gets what ran appended: a CUDA-core, pointwise or grouped
+    kernel's plan, or "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an
+    empty output).
     `filter_cache`, given only where `w` and its zero points are the same on every call (a
     registered operator's constants), keeps the filter's prepared form from call to call.
     """
@@ -224,7 +227,7 @@ def convolution_integer(
     m, cg, r, s = (int(v) for v in w.shape)
     oh, ow = window.blocks((h, wd))
     out = cupy.empty((n, m, oh, ow), dtype=cupy.int32)
-    what: TiledPlan | DepthwisePlan | PointwisePlan | str = "none"
+    what: TiledPlan | DepthwisePlan | PointwisePlan | GroupedPlan | str = "none"
     if out.size:
         w_zp = np.ascontiguousarray(np.broadcast_to(np.asarray(w_zero_point, np.int32), (m,)))
         (sh, sw), (dh, dw), (ph, pw) = window.strides, window.dilations, window.start_padding
@@ -240,19 +243,25 @@ def convolution_integer(
             and n <= 65535  # grid z of the input transform
             and max(n * oh * ow, h * wd) <= INT32_LIMIT  # flat pixel index is 32-bit in the GEMM
         )
-        plan = band = point = None
+        plan = band = point = group = None
         # A forced GEMM or tile keeps the GEMM (tests and benchmarks compare them).
         forced = options.tile is not None or options.tensor_cores != "auto"
         if options.path == "auto" and options.pointwise and not forced:
             point = pointwise_plan(x, q)
-            use_tc = use_tc and point is None
-        if not use_tc and point is None and options.path == "auto" and options.depthwise:
+        if options.path == "auto" and options.grouped and not forced and point is None:
+            group = grouped_plan(x, q)
+        special = point is not None or group is not None
+        use_tc = use_tc and not special
+        if not use_tc and not special and options.path == "auto" and options.depthwise:
             band = depthwise_plan(x, q, w.dtype == np.int8, options.depthwise_dp4a)
-        if not use_tc and point is None and band is None and options.path != "naive":
+        if not use_tc and not special and band is None and options.path != "naive":
             plan = _tiled_plan(x, q, options)
         if point is not None:
             pointwise(x, w, out, q, point, filter_cache)
             what = point
+        elif group is not None:
+            grouped(x, w, out, q, group)
+            what = group
         elif use_tc:
             kernel = gemm_kernel(options.tensor_cores)
             what = tensor_core(x, w, out, q, kernel, options.tile, filter_cache)

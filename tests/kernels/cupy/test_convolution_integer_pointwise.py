@@ -158,6 +158,22 @@ def test_views(
 
 
 @pytest.mark.parametrize(
+    "w_view",
+    [
+        lambda a: a[:, :32],  # rows 64 bytes apart, read in place
+        lambda a: a[::2, 16:48],  # every other row, from byte 16: read in place
+        lambda a: a[:, 8:40],  # rows starting 8 bytes in: a padded copy
+    ],
+)
+def test_filter_views(w_view: Callable[[Any], Any]) -> None:
+    rng = np.random.default_rng(17)
+    x = _rand(rng, (2, 32, 4, 4), np.uint8)
+    w = _rand(rng, (48, 64, 1, 1), np.int8)
+    m = w_view(w).shape[0]
+    _pointwise(_check(x, w, 9, np.full(m, -5, np.int32), w_view=w_view))
+
+
+@pytest.mark.parametrize(
     ("geometry", "groups"),
     [
         (((2, 2), (1, 1), (0, 0), (0, 0)), 1),  # stride 2
@@ -188,31 +204,39 @@ def test_forced_gemm_and_option_keep_the_gemm() -> None:
 
 
 def test_int32_wraps() -> None:
+    """Sums far past 32 bits (filter zero points as large as the int32 contract allows) come
+    out modulo 2^32, as the reference's."""
     rng = np.random.default_rng(6)
-    c = 65536
-    x = rng.integers(200, 256, (1, c, 2, 2)).astype(np.uint8)
-    w = rng.integers(-128, -100, (8, c, 1, 1)).astype(np.int8)
-    zw = np.full(8, 127, np.int32)
-    exact = np.einsum("nchw,mc->nmhw", x.astype(np.int64), w[:, :, 0, 0].astype(np.int64) - 127)
+    x = rng.integers(200, 256, (1, 64, 2, 2)).astype(np.uint8)
+    w = rng.integers(-128, -100, (8, 64, 1, 1)).astype(np.int8)
+    zw = np.full(8, 2**24 + 3, np.int32)
+    exact = np.einsum("nchw,mc->nmhw", x.astype(np.int64), w[:, :, 0, 0] - np.int64(2**24 + 3))
     assert np.abs(exact).min() > 2**31  # the case really wraps
     _pointwise(_check(x, w, 0, zw))
+    want = reference.convolution_integer(x, w, 0, zw, *_ONE, 1)
+    np.testing.assert_array_equal(want, exact.astype(np.int32))
 
 
-def test_constant_filter_prepared_once() -> None:
-    """A filter cache (a registration's constant filter) keeps the first call's fragment-order
-    filter while the zero points stay; a call with another input zero point prepares its own
-    and leaves the kept one alone."""
+def test_filter_rows_beyond_shared_memory_take_the_gemm() -> None:
+    rng = np.random.default_rng(7)
+    x = _rand(rng, (1, 4096, 2, 2), np.uint8)
+    w = _rand(rng, (8, 4096, 1, 1), np.int8)
+    assert _check(x, w, 128, np.zeros(8, np.int32)) in ("wgmma", "mma_sync")
+
+
+def test_constant_filter_kept() -> None:
+    """A filter cache (a registration's constant filter) keeps what a call had to make: the
+    zero-padded rows of a filter whose rows are not 16-byte multiples, and per-channel zero
+    points on the device; reused while they stay, left alone by a call with others (which
+    makes its own, exact). A filter used as it lies with one zero point makes nothing."""
     import cupy
 
     conv = _conv()
     rng = np.random.default_rng(22)
-    w = _rand(rng, (70, 48, 1, 1), np.int8)
-    zw = rng.integers(-128, 128, 70).astype(np.int32)
-    w_dev = cupy.asarray(w)
     cache: dict[Any, Any] = {}
-    kept = []
-    for zx in (128, 128, 7):
-        x = _rand(rng, (2, 48, 4, 3), np.uint8)
+
+    def call(w_dev: Any, w: np.ndarray, zx: int, zw: np.ndarray) -> None:
+        x = _rand(rng, (2, w.shape[1], 4, 3), np.uint8)
         ran: list[Any] = []
         got = conv.convolution_integer(
             cupy.asarray(x), w_dev, zx, zw, *_ONE, 1, ran=ran, filter_cache=cache
@@ -220,6 +244,21 @@ def test_constant_filter_prepared_once() -> None:
         _pointwise(ran[0])
         want = reference.convolution_integer(x, w, zx, zw, *_ONE, 1)
         np.testing.assert_array_equal(cupy.asnumpy(got), want)
+
+    w = _rand(rng, (70, 40, 1, 1), np.int8)  # rows of 40 bytes: a padded copy
+    w_dev = cupy.asarray(w)
+    zw = np.full(70, 3, np.int32)
+    kept = []
+    for zx, zws in ((128, zw), (7, zw), (128, zw + 1)):
+        call(w_dev, w, zx, zws)
         kept.append(cache["pointwise"][1][0])
-    assert kept[1] is kept[0] and kept[2] is kept[0]
-    assert list(cache) == ["pointwise"] and cache["pointwise"][0][5] == 128
+    assert kept[1] is kept[0] and kept[2] is kept[0]  # not replaced by other zero points
+    assert kept[0].shape == (70, 48) and list(cache) == ["pointwise"]
+
+    cache.clear()
+    w = _rand(rng, (70, 32, 1, 1), np.int8)  # rows of 32 bytes: used as they lie
+    call(cupy.asarray(w), w, 5, np.full(70, -2, np.int32))
+    assert cache == {}
+    zw = rng.integers(-128, 128, 70).astype(np.int32)
+    call(cupy.asarray(w), w, 5, zw)  # per-channel zero points: uploaded once, kept
+    assert cache["pointwise"][1][2].shape == (70,)

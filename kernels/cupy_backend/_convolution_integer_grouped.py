@@ -1,0 +1,84 @@
+"""CONVOLUTION_INTEGER's grouped kernel (`kernels/cuda/convolution_integer_grouped.cu`): a 3x3
+window (any strides, dilations and padding) with groups of 8, 16 or 32 input channels and at
+most 16 output channels each, over images whose padded frame fits in shared memory. A CTA
+copies an image's planes of 4 groups into shared memory once (the padding as z_x), and each
+warp forms a group's outputs with the filter's fragments held in registers."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._common import INT32_LIMIT, launch, wrap32
+
+__all__ = ["GroupedPlan", "grouped", "grouped_plan"]
+
+_SOURCE = "convolution_integer_grouped.cu"
+_GROUP_CHANNELS = (8, 16, 32)  # input channels per group compiled (the kernel's CG)
+_MAX_OUTPUTS = 16  # output channels per group: one m-tile
+_GROUPS = 4  # groups per CTA (GR_GROUPS)
+_THREADS = 256
+_SMEM_BUDGET = 96 * 1024  # frame bytes per CTA: two CTAs per SM at least
+_PER_CHANNEL = -(2**31)  # the kernel's GR_PER_CHANNEL: zero points read per channel
+
+
+class GroupedPlan(NamedTuple):
+    """The grouped kernel's frame (the padded input cells a CTA's taps reach), CTAs per image,
+    and whether some filter zero point is not 0 (the kernel's ZW)."""
+
+    fh: int
+    fw: int
+    ctas_per_image: int
+    zw_any: bool
+
+
+def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
+    """The grouped kernel's plan for problem `q` (convolution_integer's _Problem), or None
+    where the shape is outside it. The frame's padding holds z_x as a byte, so z_x must be a
+    value of the input's type."""
+    signed = x.dtype == np.int8
+    zx_fits = -128 <= q.zx <= 127 if signed else 0 <= q.zx <= 255
+    if not (q.cg in _GROUP_CHANNELS and q.mg <= _MAX_OUTPUTS and (q.r, q.s) == (3, 3)):
+        return None
+    fh = (q.oh - 1) * q.sh + 2 * q.dh + 1
+    fw = (q.ow - 1) * q.sw + 2 * q.dw + 1
+    smem = _GROUPS * fh * fw * q.cg
+    big = max(q.h, q.wd, q.ph, q.pw, fh * fw * q.cg) >= 1 << 30
+    ctas_per_image = -(-q.g // _GROUPS)
+    if not zx_fits or big or smem > _SMEM_BUDGET or q.n * ctas_per_image > INT32_LIMIT:
+        return None
+    return GroupedPlan(fh, fw, ctas_per_image, bool(q.w_zp.any()))
+
+
+def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
+    """Launch the grouped kernel for `q` into `out` (N, M, OH, OW) int32."""
+    import cupy
+
+    per_channel = bool((q.w_zp != q.w_zp[0]).any()) or int(q.w_zp[0]) == _PER_CHANNEL
+    zp_dev = cupy.asarray(q.w_zp) if per_channel else out  # out: a placeholder, not read
+    zw_all = _PER_CHANNEL if per_channel else int(q.w_zp[0])
+    kernel = launch(
+        _SOURCE,
+        "conv_int_grouped",
+        w.dtype,
+        x.dtype,
+        q.cg,
+        plan.zw_any,
+        grid=(q.n * plan.ctas_per_image, 1, 1),
+        block=(_THREADS, 1, 1),
+        shared_mem=_GROUPS * plan.fh * plan.fw * q.cg,
+    )
+    ints = (
+        *(q.g, q.mg, q.h, q.wd, q.oh, q.ow, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw),
+        *(plan.fh, plan.fw, wrap32(q.zx), zw_all),
+    )
+    kernel(
+        x,
+        w,
+        zp_dev,
+        out,
+        *map(np.int32, ints),
+        *map(np.int64, x.strides),
+        *map(np.int64, w.strides),
+    )

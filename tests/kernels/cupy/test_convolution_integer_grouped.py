@@ -1,0 +1,172 @@
+"""CuPy CONVOLUTION_INTEGER grouped kernel (3x3, groups of 8/16/32 input channels and at most
+16 output channels, whole images in shared memory) against the NumPy reference, bit-exact;
+every test checks which kernel ran."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ._conv_support import PAIRS, run_both
+from ._conv_support import random_int8 as _rand
+from ._conv_support import random_zero_point as _zp
+from ._support import launcher
+
+pytestmark = pytest.mark.gpu
+
+_PAD1 = ((1, 1), (1, 1), (1, 1), (1, 1))  # strides, dilations, start and end padding
+
+
+def _check(
+    x: np.ndarray,
+    w: np.ndarray,
+    zx: int,
+    zw: np.ndarray,
+    geometry: Any = _PAD1,
+    groups: int = 1,
+    view: Callable[[Any], Any] | None = None,
+    w_view: Callable[[Any], Any] | None = None,
+    options: Any = None,
+) -> Any:
+    """Ours (on `view` of x's device copy, where given) against the reference, bit for bit;
+    returns what ran."""
+    ran: list[Any] = []
+    got, want = run_both(
+        x, w, zx, zw, *geometry, groups, view=view, w_view=w_view, options=options, ran=ran
+    )
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    (what,) = ran
+    return what
+
+
+def _grouped(what: Any) -> Any:
+    assert isinstance(what, launcher("convolution_integer").GroupedPlan), what
+    return what
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
+def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 5])
+    x = _rand(rng, (2, 64, 9, 10), xt)
+    w = _rand(rng, (64, 16, 3, 3), wt)
+    zx = 0 if zp_mode == "none" else _zp(rng, xt)
+    if zp_mode == "channel":
+        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 64).astype(np.int32)
+    else:
+        zw = np.full(64, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    plan = _grouped(_check(x, w, zx, zw, groups=4))
+    assert plan.ctas_per_image == 1 and plan.zw_any == (zp_mode != "none")
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+def test_extreme_zero_points(xt: Any, wt: Any) -> None:
+    rng = np.random.default_rng(PAIRS.index((xt, wt)) + 50)
+    x = _rand(rng, (1, 32, 6, 7), xt)
+    w = _rand(rng, (6, 16, 3, 3), wt)
+    wi = np.iinfo(wt)
+    zw = np.resize(np.array([wi.min, wi.max, 0], np.int32), 6)
+    for zx in (int(np.iinfo(xt).min), int(np.iinfo(xt).max)):
+        _grouped(_check(x, w, zx, zw, groups=2))
+
+
+@pytest.mark.parametrize("cg", [8, 16, 32])
+@pytest.mark.parametrize(("mg", "groups"), [(1, 3), (5, 5), (8, 4), (16, 6)])
+def test_group_shapes(cg: int, mg: int, groups: int) -> None:
+    """Every compiled group width with 1-16 outputs per group, and group counts that leave
+    the last CTA's 4 groups partly empty."""
+    rng = np.random.default_rng(cg * 100 + mg * 10 + groups)
+    x = _rand(rng, (2, cg * groups, 7, 9), np.uint8)
+    w = _rand(rng, (mg * groups, cg, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, mg * groups).astype(np.int32)
+    plan = _grouped(_check(x, w, 128, zw, groups=groups))
+    assert plan.ctas_per_image == -(-groups // 4)
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        ((1, 1), (1, 1), (0, 0), (0, 0)),  # no padding
+        ((2, 2), (1, 1), (1, 1), (1, 1)),  # stride 2
+        ((1, 2), (2, 1), (2, 0), (1, 3)),  # dilation, asymmetric padding
+        ((2, 1), (1, 3), (4, 3), (0, 2)),  # padding wider than the window reaches
+        ((3, 3), (2, 2), (0, 1), (2, 0)),
+    ],
+)
+def test_geometry(geometry: Any) -> None:
+    rng = np.random.default_rng(sum(sum(v) for v in geometry))
+    x = _rand(rng, (3, 32, 11, 13), np.int8)
+    w = _rand(rng, (24, 16, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 24).astype(np.int32)
+    _grouped(_check(x, w, -9, zw, geometry, groups=2))
+
+
+def test_odd_output_planes() -> None:
+    """Output planes of an odd pixel count: the kernel stores pixels one by one."""
+    rng = np.random.default_rng(3)
+    x = _rand(rng, (3, 64, 7, 7), np.uint8)
+    w = _rand(rng, (64, 16, 3, 3), np.uint8)
+    zw = rng.integers(0, 256, 64).astype(np.int32)
+    _grouped(_check(x, w, 200, zw, groups=4))
+
+
+@pytest.mark.parametrize(
+    ("view", "w_view"),
+    [
+        (lambda a: a[:, ::-1], None),  # reversed channels
+        (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), None),  # NHWC
+        (lambda a: a[:, :, :, ::2], lambda a: a[:, ::-1]),  # strided rows, reversed filter
+        (lambda a: a[::2], lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)),
+    ],
+)
+def test_views(view: Callable[[Any], Any], w_view: Callable[[Any], Any] | None) -> None:
+    rng = np.random.default_rng(9)
+    x = _rand(rng, (4, 48, 8, 12), np.uint8)
+    w = _rand(rng, (48, 16, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 48).astype(np.int32)
+    _grouped(_check(x, w, 77, zw, groups=3, view=view, w_view=w_view))
+
+
+def test_int32_wraps() -> None:
+    rng = np.random.default_rng(6)
+    x = rng.integers(200, 256, (1, 64, 4, 4)).astype(np.uint8)
+    w = rng.integers(-128, -100, (32, 32, 3, 3)).astype(np.int8)
+    zw = np.full(32, 2**24 + 3, np.int32)  # sums far past 32 bits
+    _grouped(_check(x, w, 0, zw, groups=2))
+
+
+@pytest.mark.parametrize(
+    ("shape", "w_shape", "groups", "zx"),
+    [
+        ((1, 64, 8, 8), (64, 16, 3, 3), 4, 300),  # z_x no uint8 holds: no z_x padding
+        ((1, 64, 70, 70), (64, 32, 3, 3), 2, 0),  # a frame beyond shared memory
+        ((1, 64, 8, 8), (64, 4, 3, 3), 16, 0),  # 4 channels a group: the band kernel
+        ((1, 64, 8, 8), (68, 16, 3, 3), 4, 0),  # 17 outputs a group
+        ((1, 64, 8, 8), (64, 16, 5, 5), 4, 0),  # 5x5
+    ],
+)
+def test_outside_shapes_take_other_kernels(
+    shape: tuple[int, ...], w_shape: tuple[int, ...], groups: int, zx: int
+) -> None:
+    rng = np.random.default_rng(groups)
+    x = _rand(rng, shape, np.uint8)
+    w = _rand(rng, w_shape, np.int8)
+    zw = np.zeros(w_shape[0], np.int32)
+    what = _check(x, w, zx, zw, groups=groups)
+    assert not isinstance(what, launcher("convolution_integer").GroupedPlan)
+
+
+def test_option_keeps_the_previous_path() -> None:
+    conv = launcher("convolution_integer")
+    rng = np.random.default_rng(2)
+    x = _rand(rng, (2, 64, 6, 6), np.uint8)
+    w = _rand(rng, (64, 16, 3, 3), np.int8)
+    zw = np.zeros(64, np.int32)
+    assert _check(x, w, 128, zw, groups=4, options=conv.Options(grouped=False)) in (
+        "wgmma",
+        "mma_sync",
+    )
