@@ -6,7 +6,7 @@
 // the tiled GEMMs, and memory-bound (the output is 4 bytes per pixel and channel). A CTA owns
 // one image and GPC groups: it copies the groups' input planes once into shared memory as a
 // frame of pixels, C/G channel bytes each (the padding filled with z_x), then each warp forms
-// one group's output for a share of the image's 8-pixel blocks with mma.m16n8k32: the A
+// one group's output for every 4th of the image's 8-pixel blocks with mma.m16n8k32: the A
 // fragments (the group's filter, rows past M/G zero) stay in registers for the whole image,
 // and each B fragment word (4 channels of one tap at one pixel) is one 4-byte shared load. A
 // step of 32 k covers 32 / CG taps; the steps past the 9th tap weigh 0.
@@ -20,20 +20,30 @@
 
 namespace dml {
 
-constexpr int GR_WARPS = 8;  // two warps per group
 constexpr int GR_GROUPS = 4;  // groups per CTA (GPC)
+constexpr int GR_WPG = 4;  // warps per group: each takes every 4th 8-pixel block
+constexpr int GR_WARPS = GR_GROUPS * GR_WPG;
 constexpr int GR_UNROLL = 8;  // frame items a thread loads before storing them
 constexpr int GR_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
+// (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod of d).
+__device__ __forceinline__ int gr_div(int n, unsigned mul, unsigned shift) {
+    return static_cast<int>((__umulhi(static_cast<unsigned>(n), mul) + static_cast<unsigned>(n)) >>
+                            shift);
+}
+
 // x (N, C, H, W) and w (M, CG, 3, 3) strided bytes; out (N, M, OH, OW) int32, contiguous.
-// Frame: FH x FW cells (the padded input a CTA's taps reach), CG bytes a cell, per group.
-// Grid: N * ceil(G / GR_GROUPS); dynamic shared memory GR_GROUPS * FH * FW * CG bytes.
+// Frame: FH x FW cells (the padded input a CTA's taps reach), CG bytes a cell, per group; the
+// (mul, shift) pairs divide by FH * FW, FW and OW.
+// Grid: N * ceil(G / GR_GROUPS); dynamic shared memory GR_GROUPS * (FH * FW * CG + KSTEPS * 512)
+// bytes (the frames, then the A fragments).
 template <typename WT, typename XT, int CG, bool ZW>
-__global__ void __launch_bounds__(GR_WARPS * 32) conv_int_grouped(
+__global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grouped(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int G, int MG, int H, int W, int OH,
     int OW, int sh, int sw, int dh, int dw, int ph, int pw, int FH, int FW, int x_zp,
-    int zw_all, long long xs_n, long long xs_c, long long xs_h, long long xs_w, long long ws_m,
+    int zw_all, unsigned cells_mul, unsigned cells_shift, unsigned fw_mul, unsigned fw_shift,
+    unsigned ow_mul, unsigned ow_shift, long long xs_n, long long xs_c, long long xs_h, long long xs_w, long long ws_m,
     long long ws_c, long long ws_r, long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     constexpr bool XS = conv::is_signed_byte<XT>::value;
@@ -57,9 +67,9 @@ __global__ void __launch_bounds__(GR_WARPS * 32) conv_int_grouped(
 #pragma unroll
         for (int u = 0; u < GR_UNROLL; ++u) {
             const int i = first + u * GR_WARPS * 32;
-            const int cell = i % cells;
-            const int gq = i / cells;  // group * QUADS + quad
-            const int fy = cell / FW;
+            const int gq = gr_div(i, cells_mul, cells_shift);  // group * QUADS + quad
+            const int cell = i - gq * cells;
+            const int fy = gr_div(cell, fw_mul, fw_shift);
             const int fx = cell - fy * FW;
             const int iy = fy - ph;
             const int ix = fx - pw;
@@ -81,40 +91,48 @@ __global__ void __launch_bounds__(GR_WARPS * 32) conv_int_grouped(
         }
     }
 
+    // A fragments in mma order, per (group, step, lane) 16 bytes: rows g and g + 8 of the group,
+    // k = 32 s + 4t (+ 16) .. + 3 (tap k / CG, channel k % CG); 0 past MG and the 9th tap.
+    unsigned char* const a_frag = gr_frame + GR_GROUPS * cells * CG;
+    for (int i = threadIdx.x; i < GR_GROUPS * KSTEPS * 128; i += GR_WARPS * 32) {
+        const int q = i & 3;
+        const int fl = (i >> 2) & 31;  // the fragment's lane (g, t)
+        const int s = (i >> 7) % KSTEPS;
+        const int group = group0 + (i >> 7) / KSTEPS;
+        const int row = (fl >> 2) + 8 * (q & 1);
+        const int k0 = 32 * s + 4 * (fl & 3) + 16 * (q >> 1);
+        unsigned v = 0u;
+        if (group < G && row < MG && k0 < K) {
+            const int tap = k0 / CG;
+            const unsigned char* src = w + (static_cast<long long>(group) * MG + row) * ws_m +
+                                       (k0 % CG) * ws_c + (tap / 3) * ws_r + (tap % 3) * ws_s;
+            v = static_cast<unsigned>(__ldg(src)) | static_cast<unsigned>(__ldg(src + ws_c)) << 8 |
+                static_cast<unsigned>(__ldg(src + 2 * ws_c)) << 16 |
+                static_cast<unsigned>(__ldg(src + 3 * ws_c)) << 24;
+        }
+        reinterpret_cast<unsigned*>(a_frag)[i] = v;
+    }
+
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2;
     const int t = lane & 3;
-    const int gl = warp >> 1;  // the warp's group in the CTA
+    const int gl = warp / GR_WPG;  // the warp's group in the CTA
     const int group = group0 + gl;
-    // A fragments: rows g and g + 8 of the group, k = 32 s + 4t (+ 16) .. + 3; tap k / CG,
-    // channel k % CG; 0 past MG and past the 9th tap. Row sums for the bias.
+    // The warp's A fragments, made once per CTA before the barrier below; row sums for the bias.
+    __syncthreads();  // the frame and the fragments are complete
     unsigned a[KSTEPS][4];
     int sum_lo = 0;
     int sum_hi = 0;
 #pragma unroll
     for (int s = 0; s < KSTEPS; ++s) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int row = g + 8 * (q & 1);
-            const int k0 = 32 * s + 4 * t + 16 * (q >> 1);
-            unsigned v = 0u;
-            if (group < G && row < MG && k0 < K) {
-                const int tap = k0 / CG;
-                const int ch = k0 % CG;
-                const unsigned char* src = w + (static_cast<long long>(group) * MG + row) * ws_m +
-                                           ch * ws_c + (tap / 3) * ws_r + (tap % 3) * ws_s;
-                v = static_cast<unsigned>(src[0]) | static_cast<unsigned>(src[ws_c]) << 8 |
-                    static_cast<unsigned>(src[2 * ws_c]) << 16 |
-                    static_cast<unsigned>(src[3 * ws_c]) << 24;
-            }
-            a[s][q] = v;
-            if (q & 1) {
-                sum_hi = conv::byte_sum<WS>(v, sum_hi);
-            } else {
-                sum_lo = conv::byte_sum<WS>(v, sum_lo);
-            }
-        }
+        const uint4 v = *reinterpret_cast<const uint4*>(a_frag + ((gl * KSTEPS + s) * 32 + lane) * 16);
+        a[s][0] = v.x;
+        a[s][1] = v.y;
+        a[s][2] = v.z;
+        a[s][3] = v.w;
+        sum_lo = conv::byte_sum<WS>(v.z, conv::byte_sum<WS>(v.x, sum_lo));
+        sum_hi = conv::byte_sum<WS>(v.w, conv::byte_sum<WS>(v.y, sum_hi));
     }
     sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 1);
     sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 2);
@@ -143,17 +161,16 @@ __global__ void __launch_bounds__(GR_WARPS * 32) conv_int_grouped(
             tap_cell[s][h] = k0 < K ? ((tap / 3) * dh * FW + (tap % 3) * dw) * CG + k0 % CG : -1;
         }
     }
-    __syncthreads();  // the frame is complete
 
     const unsigned char* frame = gr_frame + gl * cells * CG;
     const int pixels = OH * OW;
     const int blocks = (pixels + 7) >> 3;
     int* out_lo = out + (static_cast<long long>(img) * G * MG + m_lo) * pixels;
     int* out_hi = out_lo + 8LL * pixels;
-    for (int blk = warp & 1; blk < blocks; blk += 2) {
+    for (int blk = warp % GR_WPG; blk < blocks; blk += GR_WPG) {
         int p = 8 * blk + g;  // this lane's B column: pixel p
         p = p < pixels ? p : pixels - 1;
-        const int oy = p / OW;
+        const int oy = gr_div(p, ow_mul, ow_shift);
         const int ox = p - oy * OW;
         const unsigned char* cell = frame + (oy * sh * FW + ox * sw) * CG;
         int acc[4] = {0, 0, 0, 0};
@@ -199,8 +216,9 @@ __global__ void __launch_bounds__(GR_WARPS * 32) conv_int_grouped(
 #define DML_GR(WT, XT, CG, ZW)                                                                \
     template __global__ void dml::conv_int_grouped<WT, XT, CG, ZW>(                           \
         const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
-        int, int, int, int, int, int, int, int, int, int, int, long long, long long, long long, \
-        long long, long long, long long, long long, long long)
+        int, int, int, int, int, int, int, int, int, int, int, unsigned, unsigned, unsigned,   \
+        unsigned, unsigned, unsigned, long long, long long, long long, long long, long long,   \
+        long long, long long, long long)
 DML_GR(signed char, unsigned char, 16, false);
 DML_GR(signed char, unsigned char, 8, true);
 DML_GR(unsigned char, signed char, 32, false);

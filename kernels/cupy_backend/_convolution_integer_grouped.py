@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, launch, wrap32
+from ._common import INT32_LIMIT, fast_divmod, launch, wrap32
 
 __all__ = ["GroupedPlan", "grouped", "grouped_plan"]
 
@@ -18,7 +18,7 @@ _SOURCE = "convolution_integer_grouped.cu"
 _GROUP_CHANNELS = (8, 16, 32)  # input channels per group compiled (the kernel's CG)
 _MAX_OUTPUTS = 16  # output channels per group: one m-tile
 _GROUPS = 4  # groups per CTA (GR_GROUPS)
-_THREADS = 256
+_THREADS = 512  # 4 warps per group (GR_WARPS)
 _SMEM_BUDGET = 96 * 1024  # frame bytes per CTA: two CTAs per SM at least
 _PER_CHANNEL = -(2**31)  # the kernel's GR_PER_CHANNEL: zero points read per channel
 
@@ -33,6 +33,12 @@ class GroupedPlan(NamedTuple):
     zw_any: bool
 
 
+def _smem_bytes(cg: int, fh: int, fw: int) -> int:
+    """A CTA's frames (fh x fw cells of cg bytes, per group) and its groups' filter fragments
+    (16 bytes per lane and step of 32 k)."""
+    return _GROUPS * (fh * fw * cg + -(-9 * cg // 32) * 32 * 16)
+
+
 def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
     """The grouped kernel's plan for problem `q` (convolution_integer's _Problem), or None
     where the shape is outside it. The frame's padding holds z_x as a byte, so z_x must be a
@@ -43,7 +49,7 @@ def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
         return None
     fh = (q.oh - 1) * q.sh + 2 * q.dh + 1
     fw = (q.ow - 1) * q.sw + 2 * q.dw + 1
-    smem = _GROUPS * fh * fw * q.cg
+    smem = _smem_bytes(q.cg, fh, fw)
     big = max(q.h, q.wd, q.ph, q.pw, fh * fw * q.cg) >= 1 << 30
     ctas_per_image = -(-q.g // _GROUPS)
     if not zx_fits or big or smem > _SMEM_BUDGET or q.n * ctas_per_image > INT32_LIMIT:
@@ -67,18 +73,20 @@ def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
         plan.zw_any,
         grid=(q.n * plan.ctas_per_image, 1, 1),
         block=(_THREADS, 1, 1),
-        shared_mem=_GROUPS * plan.fh * plan.fw * q.cg,
+        shared_mem=_smem_bytes(q.cg, plan.fh, plan.fw),
     )
     ints = (
         *(q.g, q.mg, q.h, q.wd, q.oh, q.ow, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw),
         *(plan.fh, plan.fw, wrap32(q.zx), zw_all),
     )
+    divisors = [fast_divmod(d)[1:] for d in (plan.fh * plan.fw, plan.fw, q.ow)]
     kernel(
         x,
         w,
         zp_dev,
         out,
         *map(np.int32, ints),
+        *(np.uint32(v) for pair in divisors for v in pair),
         *map(np.int64, x.strides),
         *map(np.int64, w.strides),
     )
