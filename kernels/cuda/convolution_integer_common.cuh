@@ -102,6 +102,18 @@ __device__ __forceinline__ void mma_k32(int (&d)[4], const unsigned (&a)[4], uns
 }
 #undef DML_CI_MMA
 
+// 4 words of 4 bytes, in[i] = (row i, columns 0..3) -> out[j] = (rows 0..3, column j).
+__device__ __forceinline__ void transpose4(const unsigned (&in)[4], unsigned (&out)[4]) {
+    const unsigned t0 = __byte_perm(in[0], in[1], 0x5140);  // r0c0 r1c0 r0c1 r1c1
+    const unsigned t1 = __byte_perm(in[0], in[1], 0x7362);  // r0c2 r1c2 r0c3 r1c3
+    const unsigned t2 = __byte_perm(in[2], in[3], 0x5140);
+    const unsigned t3 = __byte_perm(in[2], in[3], 0x7362);
+    out[0] = __byte_perm(t0, t2, 0x5410);
+    out[1] = __byte_perm(t0, t2, 0x7632);
+    out[2] = __byte_perm(t1, t3, 0x5410);
+    out[3] = __byte_perm(t1, t3, 0x7632);
+}
+
 // Sum of the four bytes of v (as signed or unsigned) added to acc, modulo 2^32.
 template <bool SIGNED>
 __device__ __forceinline__ int byte_sum(unsigned v, int acc) {

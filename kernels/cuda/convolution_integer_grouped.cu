@@ -23,7 +23,8 @@ namespace dml {
 constexpr int GR_GROUPS = 4;  // groups per CTA (GPC)
 constexpr int GR_WPG = 4;  // warps per group: each takes every 4th 8-pixel block
 constexpr int GR_WARPS = GR_GROUPS * GR_WPG;
-constexpr int GR_UNROLL = 8;  // frame items a thread loads before storing them
+constexpr int GR_UNROLL = 8;  // frame items a thread loads before storing them (bytes)
+constexpr int GR_UNROLL_W = 2;  // the same, items of 4 words (WORDS)
 constexpr int GR_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
 // (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod of d).
@@ -33,16 +34,19 @@ __device__ __forceinline__ int gr_div(int n, unsigned mul, unsigned shift) {
 }
 
 // x (N, C, H, W) and w (M, CG, 3, 3) strided bytes; out (N, M, OH, OW) int32, contiguous.
-// Frame: FH x FW cells (the padded input a CTA's taps reach), CG bytes a cell, per group; the
-// (mul, shift) pairs divide by FH * FW, FW and OW.
+// Frame: FH x FW cells (the padded input a CTA's taps reach), CG bytes a cell, per group.
+// WORDS: each (n, c) plane contiguous, H * W a multiple of 4, W >= 4, the planes 4-byte aligned
+// and an image's offsets below 2^31 (the frame loads 4-byte words). The (mul, shift) pairs
+// divide by the staging loop's item count per channel quad (H * W / 4 with WORDS, else
+// FH * FW), by its row length (W, else FW) and by OW.
 // Grid: N * ceil(G / GR_GROUPS); dynamic shared memory GR_GROUPS * (FH * FW * CG + KSTEPS * 512)
 // bytes (the frames, then the A fragments).
-template <typename WT, typename XT, int CG, bool ZW>
+template <typename WT, typename XT, int CG, bool ZW, bool WORDS>
 __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grouped(
     const unsigned char* __restrict__ x, const unsigned char* __restrict__ w,
     const int* __restrict__ w_zp, int* __restrict__ out, int G, int MG, int H, int W, int OH,
     int OW, int sh, int sw, int dh, int dw, int ph, int pw, int FH, int FW, int x_zp,
-    int zw_all, unsigned cells_mul, unsigned cells_shift, unsigned fw_mul, unsigned fw_shift,
+    int zw_all, unsigned item_mul, unsigned item_shift, unsigned row_mul, unsigned row_shift,
     unsigned ow_mul, unsigned ow_shift, long long xs_n, long long xs_c, long long xs_h, long long xs_w, long long ws_m,
     long long ws_c, long long ws_r, long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
@@ -57,37 +61,85 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
     const int cells = FH * FW;
     const unsigned zx_word = (static_cast<unsigned>(x_zp) & 0xffu) * 0x01010101u;
 
-    // The frame: 4 channels of one cell per item, consecutive threads on consecutive cells;
-    // GR_UNROLL items' loads in flight per thread before their stores.
     const unsigned char* xi = x + img * xs_n;
-    const int items = GR_GROUPS * QUADS * cells;
-    for (int first = threadIdx.x; first < items; first += GR_WARPS * 32 * GR_UNROLL) {
-        unsigned v[GR_UNROLL];
-        int at[GR_UNROLL];
+    if constexpr (WORDS) {
+        // Planes contiguous in 4-byte words: every cell z_x first, then per item the word wi
+        // of 4 channels' planes (4 pixels), transposed into 4 cells' 4-channel words.
+        const uint4 zx4 = make_uint4(zx_word, zx_word, zx_word, zx_word);
+        for (int i = threadIdx.x; i < GR_GROUPS * cells * CG / 16; i += GR_WARPS * 32) {
+            reinterpret_cast<uint4*>(gr_frame)[i] = zx4;
+        }
+        __syncthreads();
+        const int plane_words = (H * W) >> 2;
+        const int items = GR_GROUPS * QUADS * plane_words;
+        const int cs = static_cast<int>(xs_c);
+        for (int first = threadIdx.x; first < items; first += GR_WARPS * 32 * GR_UNROLL_W) {
+            unsigned raw[GR_UNROLL_W][4];
+            int gq[GR_UNROLL_W];
+            int wi[GR_UNROLL_W];
 #pragma unroll
-        for (int u = 0; u < GR_UNROLL; ++u) {
-            const int i = first + u * GR_WARPS * 32;
-            const int gq = gr_div(i, cells_mul, cells_shift);  // group * QUADS + quad
-            const int cell = i - gq * cells;
-            const int fy = gr_div(cell, fw_mul, fw_shift);
-            const int fx = cell - fy * FW;
-            const int iy = fy - ph;
-            const int ix = fx - pw;
-            const int group = group0 + gq / QUADS;
-            v[u] = zx_word;
-            at[u] = i < items ? ((gq / QUADS) * cells + cell) * CG + 4 * (gq % QUADS) : -1;
-            if (i < items && group < G && iy >= 0 && iy < H && ix >= 0 && ix < W) {
-                const unsigned char* src =
-                    xi + (group * CG + 4 * (gq % QUADS)) * xs_c + iy * xs_h + ix * xs_w;
-                v[u] = static_cast<unsigned>(__ldg(src)) |
-                       static_cast<unsigned>(__ldg(src + xs_c)) << 8 |
-                       static_cast<unsigned>(__ldg(src + 2 * xs_c)) << 16 |
-                       static_cast<unsigned>(__ldg(src + 3 * xs_c)) << 24;
+            for (int u = 0; u < GR_UNROLL_W; ++u) {
+                const int i = first + u * GR_WARPS * 32;
+                gq[u] = gr_div(i, item_mul, item_shift);  // group * QUADS + quad
+                wi[u] = i - gq[u] * plane_words;
+                const bool in = i < items && group0 + gq[u] / QUADS < G;
+                const int off = (group0 * CG + 4 * gq[u]) * cs + 4 * wi[u];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    raw[u][k] = in ? __ldg(reinterpret_cast<const unsigned*>(xi + off + k * cs)) : 0u;
+                }
+                if (!in) gq[u] = -1;
+            }
+#pragma unroll
+            for (int u = 0; u < GR_UNROLL_W; ++u) {
+                if (gq[u] < 0) continue;
+                unsigned px[4];
+                conv::transpose4(raw[u], px);
+                int iy = gr_div(4 * wi[u], row_mul, row_shift);
+                int ix = 4 * wi[u] - iy * W;
+                unsigned char* frame = gr_frame + (gq[u] / QUADS) * cells * CG + 4 * (gq[u] % QUADS);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    *reinterpret_cast<unsigned*>(frame + ((iy + ph) * FW + ix + pw) * CG) = px[j];
+                    if (++ix == W) {  // W >= 4: at most one new row within a word
+                        ix = 0;
+                        ++iy;
+                    }
+                }
             }
         }
+    } else {
+        // Any strides: 4 channels of one cell per item, consecutive threads on consecutive
+        // cells; GR_UNROLL items' loads in flight per thread before their stores.
+        const int items = GR_GROUPS * QUADS * cells;
+        for (int first = threadIdx.x; first < items; first += GR_WARPS * 32 * GR_UNROLL) {
+            unsigned v[GR_UNROLL];
+            int at[GR_UNROLL];
 #pragma unroll
-        for (int u = 0; u < GR_UNROLL; ++u) {
-            if (at[u] >= 0) *reinterpret_cast<unsigned*>(gr_frame + at[u]) = v[u];
+            for (int u = 0; u < GR_UNROLL; ++u) {
+                const int i = first + u * GR_WARPS * 32;
+                const int gq = gr_div(i, item_mul, item_shift);  // group * QUADS + quad
+                const int cell = i - gq * cells;
+                const int fy = gr_div(cell, row_mul, row_shift);
+                const int fx = cell - fy * FW;
+                const int iy = fy - ph;
+                const int ix = fx - pw;
+                const int group = group0 + gq / QUADS;
+                v[u] = zx_word;
+                at[u] = i < items ? ((gq / QUADS) * cells + cell) * CG + 4 * (gq % QUADS) : -1;
+                if (i < items && group < G && iy >= 0 && iy < H && ix >= 0 && ix < W) {
+                    const unsigned char* src =
+                        xi + (group * CG + 4 * (gq % QUADS)) * xs_c + iy * xs_h + ix * xs_w;
+                    v[u] = static_cast<unsigned>(__ldg(src)) |
+                           static_cast<unsigned>(__ldg(src + xs_c)) << 8 |
+                           static_cast<unsigned>(__ldg(src + 2 * xs_c)) << 16 |
+                           static_cast<unsigned>(__ldg(src + 3 * xs_c)) << 24;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < GR_UNROLL; ++u) {
+                if (at[u] >= 0) *reinterpret_cast<unsigned*>(gr_frame + at[u]) = v[u];
+            }
         }
     }
 
@@ -213,16 +265,16 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_GR(WT, XT, CG, ZW)                                                                \
-    template __global__ void dml::conv_int_grouped<WT, XT, CG, ZW>(                           \
+#define DML_GR(WT, XT, CG, ZW, WORDS)                                                         \
+    template __global__ void dml::conv_int_grouped<WT, XT, CG, ZW, WORDS>(                    \
         const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
         int, int, int, int, int, int, int, int, int, int, int, unsigned, unsigned, unsigned,   \
         unsigned, unsigned, unsigned, long long, long long, long long, long long, long long,   \
         long long, long long, long long)
-DML_GR(signed char, unsigned char, 16, false);
-DML_GR(signed char, unsigned char, 8, true);
-DML_GR(unsigned char, signed char, 32, false);
-DML_GR(signed char, signed char, 16, true);
-DML_GR(unsigned char, unsigned char, 32, true);
+DML_GR(signed char, unsigned char, 16, false, true);
+DML_GR(signed char, unsigned char, 8, true, false);
+DML_GR(unsigned char, signed char, 32, false, true);
+DML_GR(signed char, signed char, 16, true, false);
+DML_GR(unsigned char, unsigned char, 32, true, true);
 #undef DML_GR
 #endif

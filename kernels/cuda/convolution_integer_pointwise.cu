@@ -38,18 +38,6 @@ constexpr int PW_BODY = PW_STAGES * PW_STAGE_BYTES > 32 * PW_OUT_ROW * 4
                             ? PW_STAGES * PW_STAGE_BYTES : 32 * PW_OUT_ROW * 4;
 constexpr int PW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
-// 4 words of 4 bytes, in[i] = (row i, columns 0..3) -> out[j] = (rows 0..3, column j).
-__device__ __forceinline__ void pw_transpose4(const unsigned (&in)[4], unsigned (&out)[4]) {
-    const unsigned t0 = __byte_perm(in[0], in[1], 0x5140);  // r0c0 r1c0 r0c1 r1c1
-    const unsigned t1 = __byte_perm(in[0], in[1], 0x7362);  // r0c2 r1c2 r0c3 r1c3
-    const unsigned t2 = __byte_perm(in[2], in[3], 0x5140);
-    const unsigned t3 = __byte_perm(in[2], in[3], 0x7362);
-    out[0] = __byte_perm(t0, t2, 0x5410);
-    out[1] = __byte_perm(t0, t2, 0x7632);
-    out[2] = __byte_perm(t1, t3, 0x5410);
-    out[3] = __byte_perm(t1, t3, 0x7632);
-}
-
 // Where byte `col` of tile row `row` lies in the stage: its 16-byte chunk permuted by the row.
 __device__ __forceinline__ int pw_tile_offset(int row, int col) {
     return row * PW_PIXELS + (((col >> 4) ^ (2 * ((row >> 2) & 3))) << 4) + (col & 15);
@@ -186,8 +174,8 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
             hi[i] = *reinterpret_cast<const unsigned*>(tile + (16 + i) * PW_PIXELS);
         }
         unsigned b0[4], b1[4];
-        pw_transpose4(lo, b0);
-        pw_transpose4(hi, b1);
+        conv::transpose4(lo, b0);
+        conv::transpose4(hi, b1);
         if constexpr (ZW) {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {

@@ -25,12 +25,24 @@ _PER_CHANNEL = -(2**31)  # the kernel's GR_PER_CHANNEL: zero points read per cha
 
 class GroupedPlan(NamedTuple):
     """The grouped kernel's frame (the padded input cells a CTA's taps reach), CTAs per image,
-    and whether some filter zero point is not 0 (the kernel's ZW)."""
+    whether some filter zero point is not 0 (the kernel's ZW), and whether the input's planes
+    load as 4-byte words (WORDS)."""
 
     fh: int
     fw: int
     ctas_per_image: int
     zw_any: bool
+    words: bool
+
+
+def _word_planes(x: Any) -> bool:
+    """Each (n, c) plane contiguous in 4-byte words, W >= 4, an image's offsets in 31 bits."""
+    n, c, h, wd = (int(v) for v in x.shape)
+    xs_n, xs_c, xs_h, xs_w = (int(v) for v in x.strides)
+    contiguous = (wd == 1 or xs_w == 1) and (h == 1 or xs_h == wd)
+    aligned = xs_c % 4 == 0 and (n == 1 or xs_n % 4 == 0) and x.data.ptr % 4 == 0
+    extent = (c - 1) * abs(xs_c) + h * wd
+    return contiguous and aligned and (h * wd) % 4 == 0 and wd >= 4 and extent < INT32_LIMIT
 
 
 def _smem_bytes(cg: int, fh: int, fw: int) -> int:
@@ -54,7 +66,7 @@ def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
     ctas_per_image = -(-q.g // _GROUPS)
     if not zx_fits or big or smem > _SMEM_BUDGET or q.n * ctas_per_image > INT32_LIMIT:
         return None
-    return GroupedPlan(fh, fw, ctas_per_image, bool(q.w_zp.any()))
+    return GroupedPlan(fh, fw, ctas_per_image, bool(q.w_zp.any()), _word_planes(x))
 
 
 def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
@@ -71,6 +83,7 @@ def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
         x.dtype,
         q.cg,
         plan.zw_any,
+        plan.words,
         grid=(q.n * plan.ctas_per_image, 1, 1),
         block=(_THREADS, 1, 1),
         shared_mem=_smem_bytes(q.cg, plan.fh, plan.fw),
@@ -79,7 +92,9 @@ def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
         *(q.g, q.mg, q.h, q.wd, q.oh, q.ow, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw),
         *(plan.fh, plan.fw, wrap32(q.zx), zw_all),
     )
-    divisors = [fast_divmod(d)[1:] for d in (plan.fh * plan.fw, plan.fw, q.ow)]
+    # The staging loop's items per channel quad and its row length, then OW.
+    staging = (q.h * q.wd // 4, q.wd) if plan.words else (plan.fh * plan.fw, plan.fw)
+    divisors = [fast_divmod(d)[1:] for d in (*staging, q.ow)]
     kernel(
         x,
         w,

@@ -60,7 +60,9 @@ def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
     else:
         zw = np.full(64, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
     plan = _grouped(_check(x, w, zx, zw, groups=4))
-    assert plan.ctas_per_image == 1 and plan.zw_any == (zp_mode != "none")
+    assert plan.ctas_per_image == 1 and plan.zw_any == (zp_mode != "none") and not plan.words
+    x = _rand(rng, (2, 64, 9, 12), xt)  # planes of 108 bytes: word loads
+    assert _grouped(_check(x, w, zx, zw, groups=4)).words
 
 
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
@@ -115,20 +117,39 @@ def test_odd_output_planes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("view", "w_view"),
+    ("view", "w_view", "words"),
     [
-        (lambda a: a[:, ::-1], None),  # reversed channels
-        (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), None),  # NHWC
-        (lambda a: a[:, :, :, ::2], lambda a: a[:, ::-1]),  # strided rows, reversed filter
-        (lambda a: a[::2], lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)),
+        (lambda a: a[:, ::-1], None, True),  # reversed channels
+        (lambda a: a[:, 5:], None, True),  # planes from the sixth on
+        (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), None, False),  # NHWC
+        (lambda a: a[:, :, :, ::2], lambda a: a[:, ::-1], False),  # strided rows
+        (lambda a: a[::2], lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), True),
+        (lambda a: a[:, :, :, 1:9], None, False),  # rows inside wider rows
     ],
 )
-def test_views(view: Callable[[Any], Any], w_view: Callable[[Any], Any] | None) -> None:
+def test_views(
+    view: Callable[[Any], Any], w_view: Callable[[Any], Any] | None, words: bool
+) -> None:
     rng = np.random.default_rng(9)
-    x = _rand(rng, (4, 48, 8, 12), np.uint8)
+    x = _rand(rng, (4, 53, 8, 12), np.uint8)
+    channels = view(np.zeros((1, 53, 1, 12))).shape[1]
     w = _rand(rng, (48, 16, 3, 3), np.int8)
     zw = rng.integers(-128, 128, 48).astype(np.int32)
-    _grouped(_check(x, w, 77, zw, groups=3, view=view, w_view=w_view))
+    if channels != 48:  # the view keeps 53 channels: use the first 48
+        inner = view
+        view = lambda a: inner(a)[:, :48]  # noqa: E731
+    assert _grouped(_check(x, w, 77, zw, groups=3, view=view, w_view=w_view)).words == words
+
+
+@pytest.mark.parametrize("wd", [4, 5, 8])
+def test_word_rows_wrap(wd: int) -> None:
+    """Word loads whose 4 pixels run into the next row (W not a multiple of 4), and the
+    narrowest rows they take; W = 5 with 4 rows is 20 bytes a plane."""
+    rng = np.random.default_rng(wd)
+    x = _rand(rng, (2, 32, 4, wd), np.int8)
+    w = _rand(rng, (32, 16, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 32).astype(np.int32)
+    assert _grouped(_check(x, w, -1, zw, groups=2)).words
 
 
 def test_int32_wraps() -> None:
