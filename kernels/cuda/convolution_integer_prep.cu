@@ -57,8 +57,10 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
 
 // ------------------------------------------------------------------------------------------
 // Input prep: x (N, C, H, W) strided -> xn (N, Hp, Wp, G*Cgp), pixel (h, w) at (h + ph, w + pw);
-// padded channels hold z_x (conv_int_fill_border fills the pixels around the image).
-// Block: 64 pixels x 64 channel slots through shared memory; 16-byte stores.
+// padded channels hold z_x. Block: 64 pixels x 64 channel slots through shared memory; 16-byte
+// stores. Blocks past the image's pixels (blockIdx.x >= ceil(H * W / 64)) fill 64 cells each of
+// the frame around the image (rows [ph, ph + H) x columns [pw, pw + W) of Hp x Wp) with z_x,
+// so every tap of the GEMM reads inside the buffer.
 // VEC: each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte aligned, so phase 1
 // reads 16 consecutive pixels of one channel per thread instead of 16 single-byte gathers.
 template <bool VEC>
@@ -72,6 +74,34 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
     const int pix0 = blockIdx.x * 64;
     const int slot0 = blockIdx.y * 64;
     const long long n = blockIdx.z;
+    const int image_blocks = (HW + 63) >> 6;
+    if (static_cast<int>(blockIdx.x) >= image_blocks) {  // the frame: no tile, no barrier
+        int b = (blockIdx.x - image_blocks) * 64 + (threadIdx.x >> 2);  // border cell
+        const int slot = slot0 + 16 * (threadIdx.x & 3);
+        const int top = ph * Wp;
+        const int side = Wp - W;
+        int hq;
+        int wq;
+        if (b < top) {
+            hq = b / Wp;
+            wq = b - hq * Wp;
+        } else if ((b -= top) < H * side) {
+            hq = b / side;
+            wq = b - hq * side;
+            hq += ph;
+            wq = wq < pw ? wq : wq + W;
+        } else {
+            b -= H * side;
+            hq = ph + H + b / Wp;
+            wq = b % Wp;
+        }
+        if (hq < Hp && slot < slots) {
+            const unsigned z = zx_byte * 0x01010101u;
+            *reinterpret_cast<uint4*>(xn + ((n * Hp + hq) * Wp + wq) * slots + slot) =
+                make_uint4(z, z, z, z);
+        }
+        return;
+    }
     if constexpr (VEC) {
         const int row = threadIdx.x >> 2;  // channel slot within the tile
         const int seg = (threadIdx.x & 3) * 16;  // 16 pixels
@@ -147,22 +177,6 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
     }
 }
 
-// The pixels of xn (N, Hp, Wp, slots) around the image (rows [ph, ph + H) x columns
-// [pw, pw + W)) all hold z_x, so every tap of the GEMM reads inside the buffer. Grid: x over
-// the CHUNK-byte (16) pieces of one padded row, y = padded row, z = image.
-template <int CHUNK>
-__global__ void conv_int_fill_border(unsigned char* __restrict__ xn, int H, int W, int Hp, int Wp,
-                                     int ph, int pw, int row_chunks, unsigned zx_pattern) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= row_chunks) return;
-    const int hq = blockIdx.y;
-    const int wq = i / (row_chunks / Wp);
-    if (hq >= ph && hq < ph + H && wq >= pw && wq < pw + W) return;
-    const long long at = (static_cast<long long>(blockIdx.z) * Hp + hq) * row_chunks + i;
-    static_assert(CHUNK == sizeof(uint4), "one 16-byte store per piece");
-    reinterpret_cast<uint4*>(xn)[at] = make_uint4(zx_pattern, zx_pattern, zx_pattern, zx_pattern);
-}
-
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -172,8 +186,6 @@ template __global__ void dml::conv_int_prep_x<true>(const unsigned char*, unsign
 template __global__ void dml::conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
                                                 int, int, int, int, int, int, int, unsigned,
                                                 long long, long long, long long, long long);
-template __global__ void dml::conv_int_fill_border<16>(unsigned char*, int, int, int, int, int,
-                                                      int, int, unsigned);
 template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, long long,
                                                long long, long long, long long);

@@ -32,7 +32,6 @@ _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
-_GRID_YZ = 65535  # the largest grid y or z
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -119,12 +118,11 @@ def _prepared_filter(
     return wp, bias, zp_dev
 
 
-def padded_input_fits(plain_bytes: int, padded_bytes: int, padded_height: int) -> bool:
+def padded_input_fits(plain_bytes: int, padded_bytes: int) -> bool:
     """Whether the wgmma GEMM's padded copy of the input is worth making: padding, strides and
     dilations may ask for a frame far larger than the image (a tiny input with a huge start
-    pad); the mma.sync GEMM checks each tap instead and needs no copy. Also the padded rows
-    are a grid dimension of the frame fill."""
-    return padded_height <= _GRID_YZ and padded_bytes <= 2 * plain_bytes + _PAD_SLACK
+    pad); the mma.sync GEMM checks each tap instead and needs no copy."""
+    return padded_bytes <= 2 * plain_bytes + _PAD_SLACK
 
 
 def _nhwc_channels(
@@ -155,9 +153,7 @@ class _GemmPlan:
     kp: int  # the GEMM's K: R * S * Cgp
     xn_shape: tuple[int, int, int, int] | None  # the transformed input; None: read in place
     prep_x: Launch | None
-    prep_args: tuple[Any, ...]  # after (x, xn)
-    fill: Launch | None  # the z_x frame of a padded input
-    fill_args: tuple[Any, ...]  # after (xn,)
+    prep_args: tuple[Any, ...]  # after (x, xn); its last blocks fill the z_x frame
     gemm: Launch
     gemm_args: tuple[Any, ...]  # after (filter, input, zero points, bias, out)
 
@@ -196,8 +192,6 @@ def tensor_core(
         xn = cupy.empty(plan.xn_shape, dtype=cupy.uint8)
         assert plan.prep_x is not None
         plan.prep_x(x, xn, *plan.prep_args)
-        if plan.fill is not None:
-            plan.fill(xn, *plan.fill_args)
     plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
     return plan.kernel
 
@@ -231,37 +225,28 @@ def _plan(
         ph, pw = q.ph, q.pw
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
-        if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots, hpad):
+        if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots):
             args = (x_shape, x_strides, x_dtype, w_dtype, aligned, "mma_sync", None)
             return _plan(device, geometry, zw_any, *args)  # with its own tile
     xn_shape: tuple[int, int, int, int] | None = None
-    prep_x = fill = None
+    prep_x = None
     prep_args: tuple[Any, ...] = ()
-    fill_args: tuple[Any, ...] = ()
     if (hpad, wpad) != (h, wd) or not _nhwc_channels(x_shape, x_strides, q.cg, aligned):
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
         sn, sc, sh_, sw_ = x_strides
         plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
         vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and aligned
+        # Blocks of 64 image pixels, then blocks of 64 cells of the z_x frame around them.
+        blocks = math.ceil(h * wd / 64) + math.ceil((hpad * wpad - h * wd) / 64)
         prep_x = launch(
-            _PREP_SOURCE,
-            "conv_int_prep_x",
-            vec,
-            grid=(math.ceil(h * wd / 64), math.ceil(slots / 64), n),
+            _PREP_SOURCE, "conv_int_prep_x", vec, grid=(blocks, math.ceil(slots / 64), n)
         )
         prep_args = (
             *(np.int32(v) for v in (h, wd, q.cg, cgp, slots, hpad, wpad, ph, pw)),
             np.uint32(zx_byte),
             *map(np.int64, x_strides),
         )
-        if (hpad, wpad) != (h, wd):
-            row_chunks = wpad * slots // 16
-            fill = launch(
-                _PREP_SOURCE, "conv_int_fill_border", 16, grid=(-(-row_chunks // 256), hpad, n)
-            )
-            border = (h, wd, hpad, wpad, ph, pw, row_chunks)
-            fill_args = (*(np.int32(v) for v in border), np.uint32(zx_byte * 0x01010101))
 
     pixels = n * q.oh * q.ow
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
@@ -299,4 +284,4 @@ def _plan(
         ints = (h, wd, q.oh, q.ow, q.r, q.s, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw)
         zx_pattern = np.uint32(zx_byte * 0x01010101)
         gemm_args = (*(np.int32(v) for v in (*ints, *tail)), zx_pattern)
-    return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, fill, fill_args, gemm, gemm_args)
+    return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, gemm, gemm_args)
