@@ -61,9 +61,10 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
 // stores. Blocks past the image's pixels (blockIdx.x >= ceil(H * W / 64)) fill 64 cells each of
 // the frame around the image (rows [ph, ph + H) x columns [pw, pw + W) of Hp x Wp) with z_x,
 // so every tap of the GEMM reads inside the buffer.
-// VEC: each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte aligned, so phase 1
-// reads 16 consecutive pixels of one channel per thread instead of 16 single-byte gathers.
-template <bool VEC>
+// VEC 16 (4): each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte (4-byte)
+// aligned, so phase 1 reads 16 consecutive pixels of one channel per thread as one 16-byte load
+// (four 4-byte ones) instead of 16 single-byte gathers; VEC 0: the gathers.
+template <int VEC>
 __global__ void __launch_bounds__(256) conv_int_prep_x(
     const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
     int Cgp, int slots, int Hp, int Wp, int ph, int pw, unsigned zx_byte, long long xs_n,
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
         }
         return;
     }
-    if constexpr (VEC) {
+    if constexpr (VEC != 0) {
         const int row = threadIdx.x >> 2;  // channel slot within the tile
         const int seg = (threadIdx.x & 3) * 16;  // 16 pixels
         const int slot = slot0 + row;
@@ -113,12 +114,17 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
                             zx_byte * 0x01010101u};
         if (slot < slots && cc < Cg && pix < HW) {
             const unsigned char* xp = x + n * xs_n + (static_cast<long long>(g) * Cg + cc) * xs_c;
-            if (pix + 16 <= HW) {
+            if (pix + 16 <= HW && VEC == 16) {
                 const uint4 v = *reinterpret_cast<const uint4*>(xp + pix);
                 word[0] = v.x;
                 word[1] = v.y;
                 word[2] = v.z;
                 word[3] = v.w;
+            } else if (pix + 16 <= HW) {
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    word[k] = *reinterpret_cast<const unsigned*>(xp + pix + 4 * k);
+                }
             } else {  // ragged end of the plane: bytes, unrolled so word[] stays in registers
 #pragma unroll
                 for (int b = 0; b < 16; ++b) {
@@ -180,10 +186,13 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-template __global__ void dml::conv_int_prep_x<true>(const unsigned char*, unsigned char*, int, int,
+template __global__ void dml::conv_int_prep_x<16>(const unsigned char*, unsigned char*, int, int,
                                                int, int, int, int, int, int, int, unsigned,
                                                long long, long long, long long, long long);
-template __global__ void dml::conv_int_prep_x<false>(const unsigned char*, unsigned char*, int, int,
+template __global__ void dml::conv_int_prep_x<0>(const unsigned char*, unsigned char*, int, int,
+                                                int, int, int, int, int, int, int, unsigned,
+                                                long long, long long, long long, long long);
+template __global__ void dml::conv_int_prep_x<4>(const unsigned char*, unsigned char*, int, int,
                                                 int, int, int, int, int, int, int, unsigned,
                                                 long long, long long, long long, long long);
 template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,

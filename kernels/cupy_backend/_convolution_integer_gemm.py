@@ -126,7 +126,7 @@ def padded_input_fits(plain_bytes: int, padded_bytes: int) -> bool:
 
 
 def _nhwc_channels(
-    shape: tuple[int, ...], strides: tuple[int, ...], cg: int, aligned: bool
+    shape: tuple[int, ...], strides: tuple[int, ...], cg: int, alignment: int
 ) -> bool:
     """The input already lies as the GEMM reads it, (N, H, W, C) with C = G * Cg packed, each
     group's channels a multiple of 16 and 16-byte aligned: no transform pass."""
@@ -138,7 +138,7 @@ def _nhwc_channels(
         and (wd == 1 or sw == c)
         and (h == 1 or sh == wd * c)
         and (n == 1 or sn == h * wd * c)
-        and aligned
+        and alignment >= 16
     )
 
 
@@ -181,7 +181,7 @@ def tensor_core(
         x.strides,
         x.dtype.char,
         w.dtype.char,
-        x.data.ptr % 16 == 0,
+        next(a for a in (16, 4, 1) if x.data.ptr % a == 0),
         kernel,
         tile,
     )
@@ -205,7 +205,7 @@ def _plan(
     x_strides: tuple[int, ...],
     x_dtype: str,
     w_dtype: str,
-    aligned: bool,
+    alignment: int,  # of the input's address: 16, 4 or 1
     kernel: Kernel,
     tile: tuple[int, int] | None,
 ) -> _GemmPlan:
@@ -226,17 +226,25 @@ def _plan(
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots):
-            args = (x_shape, x_strides, x_dtype, w_dtype, aligned, "mma_sync", None)
+            args = (x_shape, x_strides, x_dtype, w_dtype, alignment, "mma_sync", None)
             return _plan(device, geometry, zw_any, *args)  # with its own tile
     xn_shape: tuple[int, int, int, int] | None = None
     prep_x = None
     prep_args: tuple[Any, ...] = ()
-    if (hpad, wpad) != (h, wd) or not _nhwc_channels(x_shape, x_strides, q.cg, aligned):
+    if (hpad, wpad) != (h, wd) or not _nhwc_channels(x_shape, x_strides, q.cg, alignment):
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
-        # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned.
+        # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned,
+        # four 4-byte ones when it is 4-byte aligned, else byte gathers.
         sn, sc, sh_, sw_ = x_strides
         plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
-        vec = plane and (n == 1 or sn % 16 == 0) and sc % 16 == 0 and aligned
+        vec = next(
+            (
+                v
+                for v in (16, 4)
+                if plane and (n == 1 or sn % v == 0) and sc % v == 0 and alignment >= v
+            ),
+            0,
+        )
         # Blocks of 64 image pixels, then blocks of 64 cells of the z_x frame around them.
         blocks = math.ceil(h * wd / 64) + math.ceil((hpad * wpad - h * wd) / 64)
         prep_x = launch(

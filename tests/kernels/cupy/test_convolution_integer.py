@@ -365,15 +365,29 @@ def test_depthwise_one_dimensional() -> None:
     _tiled_plan_of(plans)
 
 
-def test_prep_x_vectorized_ragged_plane() -> None:
-    """Tensor-core input transform, 16-byte reads: aligned planes whose size is not a multiple
-    of 16 (the last read of each plane is byte by byte)."""
-    rng = np.random.default_rng(19)
-    x = _rand(rng, (2, 64, 8, 9), np.uint8)  # 72-byte planes; every other one 16-byte aligned
-    w = _rand(rng, (16, 32, 3, 3), np.int8)
-    zw = rng.integers(-128, 128, 16).astype(np.int32)
-    got, want = _run(x, w, 128, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, lambda a: a[:, ::2])
+@pytest.mark.parametrize(
+    ("hw", "view"),
+    [
+        ((8, 9), lambda a: a[:, ::2]),  # 72-byte planes, 144 apart: 16-byte reads
+        ((14, 14), None),  # 196-byte planes: 4-byte reads
+        ((6, 6), lambda a: a[:, 1::2]),  # 36-byte planes from byte 36: 4-byte reads
+        ((5, 7), None),  # 35-byte planes: byte gathers
+    ],
+)
+def test_prep_x_plane_reads(hw: tuple[int, int], view: Callable[[Any], Any] | None) -> None:
+    """Tensor-core input transform on contiguous planes, read in 16-byte or 4-byte pieces by
+    their alignment, with plane sizes that are not a multiple of 16 (the last read of each
+    plane is byte by byte), and by byte gathers where no alignment holds."""
+    rng = np.random.default_rng(hw[0] * hw[1])
+    x = _rand(rng, (2, 64, *hw), np.uint8)
+    w = _rand(rng, (32, 32, 3, 3), np.int8)  # 32 outputs: the tensor-core path
+    zw = rng.integers(-128, 128, 32).astype(np.int32)
+    channels = (lambda a: a[:, :32]) if view is None else view
+    ran: list[Any] = []
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    got, want = _run(x, w, 128, zw, *geometry, channels, ran=ran)
     np.testing.assert_array_equal(got, want)
+    assert ran[0] in ("wgmma", "mma_sync")
 
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma_sync"])
