@@ -2,6 +2,7 @@
 """CONVOLUTION_INTEGER (CuPy raw CUDA) against cuDNN fp16 channels-last and unfold + _int_mm.
 
 Usage: python bench/bench_convolution_integer.py [--batch 32] [--json PATH] [--quick]
+       [--only NAME ...] [--profile]
 
 Times are medians of CUDA-event-timed batches of back-to-back calls after warm-up; a GPU spin
 (`torch.cuda._sleep`, ~1 ms per call) is queued before each batch so that host-side launch
@@ -118,11 +119,11 @@ def kernel_ms(fn: Callable[[int], Any], calls: int) -> tuple[float, dict[str, fl
     return sum(split.values()) / 1000.0, split
 
 
-def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict[str, Any]:
+def case_inputs(case: Case, batch: int) -> tuple[list[Any], Any, np.ndarray, tuple[Any, ...]]:
+    """Three inputs (rotated through by the timings), the filter, its zero points and the
+    geometry (strides, dilations, start and end padding) of `case`."""
     rng = np.random.default_rng(0)
     n, c, m, g = batch, case.c, case.m, case.groups
-    oh = (case.hw + 2 * case.pad - case.k) // case.stride + 1
-    ops = 2 * n * m * oh * oh * (c // g) * case.k * case.k
     xs = [cupy.asarray(rng.integers(0, 256, (n, c, case.hw, case.hw), dtype=np.uint8))]
     xs += [xs[0][:, ::-1].copy(), (xs[0] ^ 0x5A)]
     w = cupy.asarray(rng.integers(-128, 128, (m, c // g, case.k, case.k), dtype=np.int8))
@@ -131,6 +132,29 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     else:
         zw = np.zeros(m, np.int32)
     geo = ((case.stride,) * 2, (1, 1), (case.pad,) * 2, (case.pad,) * 2)
+    return xs, w, zw, geo
+
+
+def profile(cases: list[Case], batch: int) -> None:
+    """One inline call per layer between cudaProfilerStart and Stop, after three warm-up
+    calls, for `ncu --profile-from-start off`; prints ``profiled: <layer>`` before each."""
+    for case in cases:
+        xs, w, zw, geo = case_inputs(case, batch)
+        for _ in range(3):
+            convolution_integer(xs[0], w, 128, zw, *geo, case.groups)
+        cupy.cuda.Device().synchronize()
+        print(f"profiled: {case.name}", flush=True)
+        cupy.cuda.profiler.start()
+        convolution_integer(xs[0], w, 128, zw, *geo, case.groups)
+        cupy.cuda.Device().synchronize()
+        cupy.cuda.profiler.stop()
+
+
+def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict[str, Any]:
+    n, c, m, g = batch, case.c, case.m, case.groups
+    oh = (case.hw + 2 * case.pad - case.k) // case.stride + 1
+    ops = 2 * n * m * oh * oh * (c // g) * case.k * case.k
+    xs, w, zw, geo = case_inputs(case, batch)
 
     def ours(i: int) -> Any:
         return convolution_integer(xs[i % 3], w, 128, zw, *geo, g)
@@ -247,7 +271,17 @@ def main() -> None:
     ap.add_argument(
         "--only", action="append", default=[], help="layers whose name holds this (repeatable)"
     )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="no timings: one call per layer for ncu --profile-from-start off",
+    )
     args = ap.parse_args()
+    cases = [c for c in CASES if c.k == 3 and c.groups == 1] if args.only_3x3 else CASES
+    cases = [c for c in cases if not args.only or any(o in c.name for o in args.only)]
+    if args.profile:
+        profile(cases, args.batch)
+        return
     torch.backends.cudnn.benchmark = True
     inner, reps = (5, 5) if args.quick else (10, 15)
     props = torch.cuda.get_device_properties(0)
@@ -275,8 +309,6 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     rows = []
-    cases = [c for c in CASES if c.k == 3 and c.groups == 1] if args.only_3x3 else CASES
-    cases = [c for c in cases if not args.only or any(o in c.name for o in args.only)]
     for case in cases:
         r = run_case(case, args.batch, inner, reps, args.sweep)
         rows.append(r)
