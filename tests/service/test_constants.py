@@ -206,8 +206,10 @@ async def test_on_the_gpu_a_constant_filter_is_prepared_once_per_registration() 
     models = {}
     async with app_client(backend="cupy") as client:
         for name in ("conv-a", "conv-b"):
-            w = rng.integers(-128, 128, (16, 16, 3, 3)).astype(np.int8)
-            zw = rng.integers(-128, 128, (1, 16, 1, 1)).astype(np.int8)
+            # 32 outputs: the tensor-core GEMM, whose filter is prepared (16 take the grouped
+            # kernel, which prepares nothing)
+            w = rng.integers(-128, 128, (32, 16, 3, 3)).astype(np.int8)
+            zw = rng.integers(-128, 128, (1, 32, 1, 1)).astype(np.int8)
             zx = np.full((1, 1, 1, 1), rng.integers(0, 256), np.uint8)
             constants = {"FilterTensor": w, "FilterZeroPointTensor": zw, "InputZeroPointTensor": zx}
             body = {
