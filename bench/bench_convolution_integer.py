@@ -169,19 +169,19 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         return convolution_integer(xs[i % 3], w, 128, zw, *geo, g, filter_cache=filter_cache)
 
     row["registered_ms"] = time_ms(registered, inner, reps, 5)
-    pointwise = case.k == 1 and case.stride == 1 and g == 1
-    grouped = case.k == 3 and c // g in (8, 16, 32) and m // g <= 16
-    if pointwise or grouped:  # the pointwise or grouped kernel: the path it replaced
-        mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
+    mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
+    ran: list[Any] = []
+    mod.convolution_integer(xs[0], w, 128, zw, *geo, g, ran=ran)
+    kinds = {mod.PointwisePlan: "pointwise", mod.GroupedPlan: "grouped"}
+    if type(ran[0]) in kinds:  # the pointwise or grouped kernel: the path it replaced
         previous_options = mod.Options(pointwise=False, grouped=False)
 
         def previous(i: int) -> Any:
             return mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, previous_options)
 
-        row["kernel"] = "pointwise" if pointwise else "grouped"
+        row["kernel"] = kinds[type(ran[0])]
         row["ours_previous_ms"] = time_ms(previous, inner, reps, 3)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
-        mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
 
         def variant(options: Any) -> Callable[[int], Any]:
             return lambda i: mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, options)
@@ -218,7 +218,6 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     row["cudnn_fp16_ms"] = time_ms(cudnn, inner, reps, 5)
 
     if sweep and c // g >= 8 and m // g >= 8:  # every tensor-core tile, to check the picker
-        mod = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
         gemm = importlib.import_module("dmlserve.kernels.cupy_backend._convolution_integer_gemm")
 
         row["tiles"] = {}

@@ -85,7 +85,7 @@ if has racecheck; then
   racecheck_k+=" or (test_every_tile and 4-160) or (channels_last_input and 64-1-3)"
   racecheck_k+=" or (test_convolution_integer_depthwise and (wide_rows or offset3 or channel-uint8-int8 or dp4a_rows or (geometry and 8-k0)))"
   racecheck_k+=" or (test_convolution_integer_pointwise and (signedness or shapes or tiles))"
-  racecheck_k+=" or (test_convolution_integer_grouped and (signedness or group_shapes))"
+  racecheck_k+=" or (test_convolution_integer_grouped and (signedness or group_shapes or word))"
   step racecheck "${RACECHECK_LIMIT:-200}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi

@@ -1,10 +1,14 @@
-// Device helpers shared by the CONVOLUTION_INTEGER kernels (convolution_integer.cu and
-// convolution_integer_direct.cu): byte widening, cp.async, ldmatrix, mma.sync, dp4a sums.
+// Device helpers shared by the CONVOLUTION_INTEGER kernels (convolution_integer*.cu): byte
+// widening, cp.async, ldmatrix, mma.sync, a 4x4 byte transpose, dp4a sums; mma.sync and the
+// sums also have host forms, for a CPU emulation of the kernels.
 #ifndef DMLSERVE_CONVOLUTION_INTEGER_COMMON_CUH
 #define DMLSERVE_CONVOLUTION_INTEGER_COMMON_CUH
 
 namespace dml {
 namespace conv {
+
+// zw_all of the kernels that take one filter zero point as an argument: read them per channel.
+constexpr int PER_CHANNEL = -2147483647 - 1;
 
 // The kernels take the operands' element types (signed char / unsigned char, from the dtype
 // table) and move bytes as unsigned char; these give the signedness.

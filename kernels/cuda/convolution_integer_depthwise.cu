@@ -24,7 +24,6 @@
 
 namespace dml {
 
-constexpr int DW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
 // (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod): the
 // divisions by run-time sizes cost 3 instructions, not ~20.
@@ -64,7 +63,7 @@ __device__ __forceinline__ unsigned dw_dp4a(unsigned x, unsigned w, unsigned acc
 // hold more threads than TX * TY / TT (they help load the tile and the filter, then stop).
 // Shared memory: the R*S filter taps w' (int32), then the tile, IHT rows of WPW words; tile
 // column 0 is image column ox0*SW - PL (PL: the start padding rounded up to 4, so tile words
-// and image words coincide). zw_all: the filter zero point of every channel, or DW_PER_CHANNEL
+// and image words coincide). zw_all: the filter zero point of every channel, or conv::PER_CHANNEL
 // where they differ (then w_zp[m]; a per-tensor zero point needs no device copy). step: the tile
 // rows one pass of the block loads (threads / WPW). The (mul, shift) pairs divide by M, Mg, WPW
 // and TX. With DP the launcher allocates one word past the tile: the last row's windows read
@@ -109,14 +108,14 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
         if (tid < R * S) {  // the launcher's block holds at least R * S threads
             const int r = tid / S, s = tid - r * S;
             const unsigned char wb = w[m0 * ws_m + r * ws_r + s * ws_s];
-            taps[tid] = conv::widen<WS>(wb) - (zw_all == DW_PER_CHANNEL ? w_zp[m0] : zw_all);
+            taps[tid] = conv::widen<WS>(wb) - (zw_all == conv::PER_CHANNEL ? w_zp[m0] : zw_all);
         }
     } else {
         // w' of output channel m0 + mo, input plane c, tap (r, s)
         const auto tap = [&](int mo, int c, int r, int s) {
             const int m = m0 + mo;
             const unsigned char wb = w[m * ws_m + c * ws_c + r * ws_r + s * ws_s];
-            return conv::widen<WS>(wb) - (zw_all == DW_PER_CHANNEL ? w_zp[m] : zw_all);
+            return conv::widen<WS>(wb) - (zw_all == conv::PER_CHANNEL ? w_zp[m] : zw_all);
         };
         // taps[(mo * CG + c) * RS + r * S + s], then the MO biases -z_x * sum w' (each thread
         // of the first MO sums its channel's taps itself: no second barrier)

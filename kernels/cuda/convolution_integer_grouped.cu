@@ -25,7 +25,6 @@ constexpr int GR_WPG = 4;  // warps per group: each takes every 4th 8-pixel bloc
 constexpr int GR_WARPS = GR_GROUPS * GR_WPG;
 constexpr int GR_UNROLL = 8;  // frame items a thread loads before storing them (bytes)
 constexpr int GR_UNROLL_W = 2;  // the same, items of 4 words (WORDS)
-constexpr int GR_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
 // (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod of d).
 __device__ __forceinline__ int gr_div(int n, unsigned mul, unsigned shift) {
@@ -35,8 +34,9 @@ __device__ __forceinline__ int gr_div(int n, unsigned mul, unsigned shift) {
 
 // x (N, C, H, W) and w (M, CG, 3, 3) strided bytes; out (N, M, OH, OW) int32, contiguous.
 // Frame: FH x FW cells (the padded input a CTA's taps reach), CG bytes a cell, per group.
-// WORDS: each (n, c) plane contiguous, H * W a multiple of 4, W >= 4, the planes 4-byte aligned
-// and an image's offsets below 2^31 (the frame loads 4-byte words). The (mul, shift) pairs
+// WORDS: each (n, c) plane contiguous, H * W a multiple of 4, W >= 4, the planes 4-byte aligned,
+// an image's offsets below 2^31, and every pixel of the image inside the frame (H + ph <= FH,
+// W + pw <= FW): the frame loads 4-byte words and places each of their pixels. The (mul, shift) pairs
 // divide by the staging loop's item count per channel quad (H * W / 4 with WORDS, else
 // FH * FW), by its row length (W, else FW) and by OW.
 // Grid: N * ceil(G / GR_GROUPS); dynamic shared memory GR_GROUPS * (FH * FW * CG + KSTEPS * 512)
@@ -196,9 +196,9 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
     const bool live_hi = group < G && g + 8 < MG;
     const unsigned zx = static_cast<unsigned>(x_zp);
     const unsigned zw_lo = !live_lo ? 0u
-                           : static_cast<unsigned>(zw_all == GR_PER_CHANNEL ? w_zp[m_lo] : zw_all);
+                           : static_cast<unsigned>(zw_all == conv::PER_CHANNEL ? w_zp[m_lo] : zw_all);
     const unsigned zw_hi = !live_hi ? 0u
-                           : static_cast<unsigned>(zw_all == GR_PER_CHANNEL ? w_zp[m_hi] : zw_all);
+                           : static_cast<unsigned>(zw_all == conv::PER_CHANNEL ? w_zp[m_hi] : zw_all);
     const unsigned bias_lo = static_cast<unsigned>(K) * zx * zw_lo - zx * static_cast<unsigned>(sum_lo);
     const unsigned bias_hi = static_cast<unsigned>(K) * zx * zw_hi - zx * static_cast<unsigned>(sum_hi);
 

@@ -36,7 +36,6 @@ constexpr int PW_OUT_ROW = PW_PIXELS + 4;  // ints per staged output row (bank s
 constexpr int PW_HEAD = 512;  // the rows' constants and zero points
 constexpr int PW_BODY = PW_STAGES * PW_STAGE_BYTES > 32 * PW_OUT_ROW * 4
                             ? PW_STAGES * PW_STAGE_BYTES : 32 * PW_OUT_ROW * 4;
-constexpr int PW_PER_CHANNEL = -2147483647 - 1;  // zw_all: read the zero points per channel
 
 // Where byte `col` of tile row `row` lies in the stage: its 16-byte chunk permuted by the row.
 __device__ __forceinline__ int pw_tile_offset(int row, int col) {
@@ -153,7 +152,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             if ((threadIdx.x & 3) == 0) {
                 const unsigned zw = m >= M ? 0u
-                                    : static_cast<unsigned>(zw_all == PW_PER_CHANNEL ? w_zp[m]
+                                    : static_cast<unsigned>(zw_all == conv::PER_CHANNEL ? w_zp[m]
                                                                                        : zw_all);
                 const unsigned zx = static_cast<unsigned>(x_zp);
                 bias_s[row] = static_cast<int>(static_cast<unsigned>(C) * zx * zw -

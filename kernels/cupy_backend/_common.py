@@ -43,6 +43,9 @@ __all__ = [
     "plan_cache",
     "sm_count",
     "wrap32",
+    "zero_point_argument",
+    "byte_value",
+    "PER_CHANNEL",
 ]
 
 BLOCK = 256
@@ -136,6 +139,23 @@ def index_type(shape: Sequence[int], strides: Sequence[int], *counts: int) -> st
     """
     extent = buffer_extent(shape, strides)
     return "int" if max(extent, *counts) <= INT32_LIMIT else "long long"
+
+
+#: zw_all of the CONVOLUTION_INTEGER kernels that take one filter zero point as an argument:
+#: read them per channel (their conv::PER_CHANNEL).
+PER_CHANNEL = -(2**31)
+
+
+def zero_point_argument(zero_points: np.ndarray) -> tuple[bool, int]:
+    """Whether filter zero points differ by channel (or are the per-channel mark itself), and
+    the kernels' zw_all argument for them: their one value, else PER_CHANNEL."""
+    per_channel = bool((zero_points != zero_points[0]).any()) or int(zero_points[0]) == PER_CHANNEL
+    return per_channel, PER_CHANNEL if per_channel else int(zero_points[0])
+
+
+def byte_value(value: int, signed: bool) -> bool:
+    """Whether `value` is a value of int8 (`signed`) or of uint8."""
+    return -128 <= value <= 127 if signed else 0 <= value <= 255
 
 
 def wrap32(v: int) -> int:

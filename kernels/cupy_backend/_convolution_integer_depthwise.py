@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, fast_divmod, launch
+from ._common import INT32_LIMIT, byte_value, fast_divmod, launch, zero_point_argument
 
 __all__ = ["DepthwisePlan", "depthwise", "depthwise_plan"]
 
@@ -25,7 +25,6 @@ _V = 4  # outputs per thread along W (one 16-byte store); the kernel's V
 _MAX_THREADS = 256
 _MAX_TX = 64  # threads along W: a CTA covers at most 256 output columns
 _SMEM_BUDGET = 48 * 1024  # tile + filter; below the opt-in limit
-_PER_CHANNEL = -(2**31)  # the kernel's DW_PER_CHANNEL: zero points read per channel
 # Offsets the kernel forms in 32-bit ints (rows, columns, padding) stay below this.
 _GEOMETRY_LIMIT = 1 << 30
 
@@ -79,8 +78,7 @@ def depthwise_plan(x: Any, q: Any, w_signed: bool, dp4a: bool = True) -> Depthwi
     """The band kernel's plan for problem `q` (convolution_integer's _Problem) with an int8
     (`w_signed`) or uint8 filter, or None where the shape is outside it; `dp4a` False keeps
     the multiply-add form."""
-    signed = x.dtype == np.int8
-    zx_fits = -128 <= q.zx <= 127 if signed else 0 <= q.zx <= 255
+    zx_fits = byte_value(q.zx, x.dtype == np.int8)
     shape_ok = (
         q.cg in _GROUP_CHANNELS
         and q.r in _ROWS
@@ -146,10 +144,9 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
         shared_mem=_smem_bytes(q, wpw, iht),
     )
     # One zero point for every channel (the usual case) travels as an argument, with no
-    # host-to-device copy; else the per-channel array (the kernel's DW_PER_CHANNEL).
-    per_channel = bool((q.w_zp != q.w_zp[0]).any()) or int(q.w_zp[0]) == _PER_CHANNEL
+    # host-to-device copy; else the per-channel array (the kernel's conv::PER_CHANNEL).
+    per_channel, zw_all = zero_point_argument(q.w_zp)
     zp_dev = cupy.asarray(q.w_zp) if per_channel else out
-    zw_all = _PER_CHANNEL if per_channel else int(q.w_zp[0])
     step = threads // wpw  # tile rows per pass of the block's loads
     ints = (
         _ctas_per_image(q),

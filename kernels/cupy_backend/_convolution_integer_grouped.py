@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, fast_divmod, launch, wrap32
+from ._common import INT32_LIMIT, byte_value, fast_divmod, launch, wrap32, zero_point_argument
 
 __all__ = ["GroupedPlan", "grouped", "grouped_plan"]
 
@@ -20,7 +20,6 @@ _MAX_OUTPUTS = 16  # output channels per group: one m-tile
 _GROUPS = 4  # groups per CTA (GR_GROUPS)
 _THREADS = 512  # 4 warps per group (GR_WARPS)
 _SMEM_BUDGET = 96 * 1024  # frame bytes per CTA: two CTAs per SM at least
-_PER_CHANNEL = -(2**31)  # the kernel's GR_PER_CHANNEL: zero points read per channel
 
 
 class GroupedPlan(NamedTuple):
@@ -55,8 +54,7 @@ def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
     """The grouped kernel's plan for problem `q` (convolution_integer's _Problem), or None
     where the shape is outside it. The frame's padding holds z_x as a byte, so z_x must be a
     value of the input's type."""
-    signed = x.dtype == np.int8
-    zx_fits = -128 <= q.zx <= 127 if signed else 0 <= q.zx <= 255
+    zx_fits = byte_value(q.zx, x.dtype == np.int8)
     if not (q.cg in _GROUP_CHANNELS and q.mg <= _MAX_OUTPUTS and (q.r, q.s) == (3, 3)):
         return None
     fh = (q.oh - 1) * q.sh + 2 * q.dh + 1
@@ -66,16 +64,17 @@ def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
     ctas_per_image = -(-q.g // _GROUPS)
     if not zx_fits or big or smem > _SMEM_BUDGET or q.n * ctas_per_image > INT32_LIMIT:
         return None
-    return GroupedPlan(fh, fw, ctas_per_image, bool(q.w_zp.any()), _word_planes(x))
+    # Word loads place every pixel of the image in the frame: the frame must hold them all.
+    words = _word_planes(x) and q.h + q.ph <= fh and q.wd + q.pw <= fw
+    return GroupedPlan(fh, fw, ctas_per_image, bool(q.w_zp.any()), words)
 
 
 def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
     """Launch the grouped kernel for `q` into `out` (N, M, OH, OW) int32."""
     import cupy
 
-    per_channel = bool((q.w_zp != q.w_zp[0]).any()) or int(q.w_zp[0]) == _PER_CHANNEL
+    per_channel, zw_all = zero_point_argument(q.w_zp)
     zp_dev = cupy.asarray(q.w_zp) if per_channel else out  # out: a placeholder, not read
-    zw_all = _PER_CHANNEL if per_channel else int(q.w_zp[0])
     kernel = launch(
         _SOURCE,
         "conv_int_grouped",

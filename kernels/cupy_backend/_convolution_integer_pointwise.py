@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, launch, wrap32
+from ._common import INT32_LIMIT, launch, wrap32, zero_point_argument
 
 __all__ = ["PointwisePlan", "pointwise", "pointwise_plan"]
 
@@ -26,7 +26,6 @@ _PIXELS = 256  # pixels of one image a CTA forms (PW_PIXELS)
 # output rows of 256 + 4 pixels; the filter rows follow.
 _SMEM_FIXED = 512 + max(4 * 32 * _PIXELS, 32 * (_PIXELS + 4) * 4)
 _SMEM_LIMIT = 227 * 1024  # an sm_90 CTA's shared memory
-_PER_CHANNEL = -(2**31)  # the kernel's PW_PER_CHANNEL: zero points read per channel
 
 
 class PointwisePlan(NamedTuple):
@@ -61,7 +60,7 @@ def pointwise_plan(x: Any, q: Any) -> PointwisePlan | None:
             and (x.data.ptr % to == 0)
         )
 
-    if not (geometry and planes and aligned(4)):
+    if not (geometry and planes and aligned(4)) or c < 1:
         return None
     mchunks = -(-q.m // _M_CHUNK)
     tiles = -(-hw // _PIXELS)
@@ -71,13 +70,6 @@ def pointwise_plan(x: Any, q: Any) -> PointwisePlan | None:
     if smem > _SMEM_LIMIT:  # filter rows longer than about 2,600 channels
         return None
     return PointwisePlan(mchunks, tiles, aligned(16), bool(q.w_zp.any()), smem)
-
-
-def _zero_points(q: Any) -> tuple[bool, int]:
-    """Whether the filter's zero points differ by channel, and the one they share (else the
-    kernel's per-channel mark)."""
-    per_channel = bool((q.w_zp != q.w_zp[0]).any()) or int(q.w_zp[0]) == _PER_CHANNEL
-    return per_channel, _PER_CHANNEL if per_channel else int(q.w_zp[0])
 
 
 def _filter_rows(
@@ -90,7 +82,7 @@ def _filter_rows(
     entry is never replaced (another thread's kernels may still read it)."""
     import cupy
 
-    per_channel, _ = _zero_points(q)
+    per_channel, _ = zero_point_argument(q.w_zp)
     ws_m, ws_c = int(w.strides[0]), int(w.strides[1])
     direct = ws_c == 1 and q.c % 16 == 0 and ws_m % 16 == 0 and w.data.ptr % 16 == 0
     if direct and not per_channel:
@@ -125,7 +117,7 @@ def pointwise(
 ) -> None:
     """Launch the pointwise kernel for `q` into `out` (N, M, H, W) int32."""
     rows, ldw, zp_dev = _filter_rows(w, q, cache)
-    _, zw_all = _zero_points(q)
+    _, zw_all = zero_point_argument(q.w_zp)
     kernel = launch(
         _SOURCE,
         "conv_int_pointwise",

@@ -1,6 +1,8 @@
-"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM; a
-shared-memory CUDA-core kernel for depthwise and narrow groups (a naive one for shapes whose
-tile does not fit). Kernels: `kernels/cuda/convolution_integer*.cu`."""
+"""CONVOLUTION_INTEGER on CUDA (SEMANTICS.md §6): int8 tensor-core implicit GEMM for dense
+layers; a pointwise kernel for 1x1 layers (the NCHW input read in place); a grouped kernel for
+3x3 groups of 8-32 channels; a band kernel for depthwise and 2-4 channel groups; a shared-memory
+CUDA-core kernel for the other narrow shapes (a naive one where its tile does not fit).
+Kernels: `kernels/cuda/convolution_integer*.cu`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 
 from ..errors import DescriptorError
 from ..geometry import Window
-from ._common import INT32_LIMIT, launch, sm_count, wrap32
+from ._common import INT32_LIMIT, byte_value, launch, sm_count, wrap32
 from ._convolution_integer_depthwise import DepthwisePlan, depthwise, depthwise_plan
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
 from ._convolution_integer_grouped import GroupedPlan, grouped, grouped_plan
@@ -179,10 +181,6 @@ def _wide_rows(x: Any) -> bool:
     return xs_w == 1 and (c - 1) * xs_c + (h - 1) * xs_h + wd <= INT32_LIMIT
 
 
-def _fits(value: int, signed: bool) -> bool:
-    return -128 <= value <= 127 if signed else 0 <= value <= 255
-
-
 def convolution_integer(
     x: Any,
     w: Any,
@@ -239,7 +237,7 @@ def convolution_integer(
             options.path == "auto"
             and cg >= _MIN_TC_CHANNELS
             and q.mg >= _MIN_TC_OUTPUTS
-            and _fits(q.zx, x.dtype == np.int8)
+            and byte_value(q.zx, x.dtype == np.int8)
             and n <= 65535  # grid z of the input transform
             and max(n * oh * ow, h * wd) <= INT32_LIMIT  # flat pixel index is 32-bit in the GEMM
         )

@@ -152,6 +152,27 @@ def test_word_rows_wrap(wd: int) -> None:
     assert _grouped(_check(x, w, -1, zw, groups=2)).words
 
 
+@pytest.mark.parametrize(
+    ("hw", "geometry", "words"),
+    [
+        ((12, 12), ((2, 2), (1, 1), (0, 0), (0, 0)), False),  # the last row and column unread
+        ((12, 12), ((2, 2), (1, 1), (1, 1), (1, 1)), True),  # every pixel in the frame
+        ((64, 4), ((64, 1), (1, 1), (0, 0), (0, 0)), False),  # one output row of 64 input rows
+    ],
+)
+def test_word_loads_need_the_whole_image_in_the_frame(
+    hw: tuple[int, int], geometry: Any, words: bool
+) -> None:
+    """Word loads place every pixel of the image in the frame; where the strides leave input
+    rows or columns that no tap reads, the frame is smaller than the image and the bytes are
+    gathered instead."""
+    rng = np.random.default_rng(hw[0] + hw[1])
+    x = _rand(rng, (2, 32, *hw), np.int8)
+    w = _rand(rng, (32, 16, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 32).astype(np.int32)
+    assert _grouped(_check(x, w, 5, zw, geometry, groups=2)).words == words
+
+
 def test_int32_wraps() -> None:
     rng = np.random.default_rng(6)
     x = rng.integers(200, 256, (1, 64, 4, 4)).astype(np.uint8)

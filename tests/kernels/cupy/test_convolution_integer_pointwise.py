@@ -158,19 +158,34 @@ def test_views(
 
 
 @pytest.mark.parametrize(
-    "w_view",
+    ("w_view", "copied"),
     [
-        lambda a: a[:, :32],  # rows 64 bytes apart, read in place
-        lambda a: a[::2, 16:48],  # every other row, from byte 16: read in place
-        lambda a: a[:, 8:40],  # rows starting 8 bytes in: a padded copy
+        (lambda a: a[:, :32], False),  # rows 64 bytes apart, read in place
+        (lambda a: a[::2, 16:48], False),  # every other row, from byte 16: read in place
+        (lambda a: a[:, 8:40], True),  # rows starting 8 bytes in: a padded copy
     ],
 )
-def test_filter_views(w_view: Callable[[Any], Any]) -> None:
+def test_filter_views(w_view: Callable[[Any], Any], copied: bool) -> None:
+    """Filter rows at 16-byte multiples are read where they lie (a registration keeps
+    nothing); others take a zero-padded copy (which a registration keeps)."""
+    import cupy
+
+    conv = _conv()
     rng = np.random.default_rng(17)
     x = _rand(rng, (2, 32, 4, 4), np.uint8)
-    w = _rand(rng, (48, 64, 1, 1), np.int8)
-    m = w_view(w).shape[0]
-    _pointwise(_check(x, w, 9, np.full(m, -5, np.int32), w_view=w_view))
+    w_dev = w_view(cupy.asarray(_rand(rng, (48, 64, 1, 1), np.int8)))
+    w = cupy.asnumpy(w_dev)
+    zw = np.full(w.shape[0], -5, np.int32)
+    cache: dict[Any, Any] = {}
+    ran: list[Any] = []
+    got = conv.convolution_integer(
+        cupy.asarray(x), w_dev, 9, zw, *_ONE, 1, ran=ran, filter_cache=cache
+    )
+    _pointwise(ran[0])
+    np.testing.assert_array_equal(
+        cupy.asnumpy(got), reference.convolution_integer(x, w, 9, zw, *_ONE, 1)
+    )
+    assert ("pointwise" in cache) == copied
 
 
 @pytest.mark.parametrize(
