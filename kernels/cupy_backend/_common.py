@@ -43,6 +43,8 @@ __all__ = [
     "plan_cache",
     "sm_count",
     "wrap32",
+    "contiguous_planes",
+    "plane_alignment",
     "zero_point_argument",
     "byte_value",
     "PER_CHANNEL",
@@ -156,6 +158,24 @@ def zero_point_argument(zero_points: np.ndarray) -> tuple[bool, int]:
 def byte_value(value: int, signed: bool) -> bool:
     """Whether `value` is a value of int8 (`signed`) or of uint8."""
     return -128 <= value <= 127 if signed else 0 <= value <= 255
+
+
+def contiguous_planes(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Each (n, c) plane of an (N, C, H, W) view lies as H * W consecutive elements (pixel p
+    at offset p)."""
+    _, _, h, wd = shape
+    _, _, sh, sw = strides
+    return (wd == 1 or sw == 1) and (h == 1 or sh == wd)
+
+
+def plane_alignment(shape: Sequence[int], strides: Sequence[int], address: int) -> int:
+    """The largest of 16, 4 and 1 (bytes) to which the start of every (n, c) plane of an
+    (N, C, H, W) byte view at `address` is aligned."""
+    n = shape[0]
+    sn, sc = strides[0], strides[1]
+    return next(
+        a for a in (16, 4, 1) if sc % a == 0 and (n == 1 or sn % a == 0) and address % a == 0
+    )
 
 
 def wrap32(v: int) -> int:

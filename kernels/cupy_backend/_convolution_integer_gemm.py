@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ._common import Launch, launch, sm_count
+from ._common import Launch, contiguous_planes, launch, plane_alignment, sm_count
 
 if TYPE_CHECKING:
     from .convolution_integer import _Problem
@@ -235,16 +235,8 @@ def _plan(
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned,
         # four 4-byte ones when it is 4-byte aligned, else byte gathers.
-        sn, sc, sh_, sw_ = x_strides
-        plane = (wd == 1 or sw_ == 1) and (h == 1 or sh_ == (wd if wd > 1 else 1))
-        vec = next(
-            (
-                v
-                for v in (16, 4)
-                if plane and (n == 1 or sn % v == 0) and sc % v == 0 and alignment >= v
-            ),
-            0,
-        )
+        plane = plane_alignment(x_shape, x_strides, alignment)
+        vec = plane if contiguous_planes(x_shape, x_strides) and plane >= 4 else 0
         # Blocks of 64 image pixels, then blocks of 64 cells of the z_x frame around them.
         blocks = math.ceil(h * wd / 64) + math.ceil((hpad * wpad - h * wd) / 64)
         prep_x = launch(

@@ -10,7 +10,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, byte_value, fast_divmod, launch, wrap32, zero_point_argument
+from ._common import (
+    INT32_LIMIT,
+    byte_value,
+    contiguous_planes,
+    fast_divmod,
+    launch,
+    plane_alignment,
+    wrap32,
+    zero_point_argument,
+)
 
 __all__ = ["GroupedPlan", "grouped", "grouped_plan"]
 
@@ -36,11 +45,10 @@ class GroupedPlan(NamedTuple):
 
 def _word_planes(x: Any) -> bool:
     """Each (n, c) plane contiguous in 4-byte words, W >= 4, an image's offsets in 31 bits."""
-    n, c, h, wd = (int(v) for v in x.shape)
-    xs_n, xs_c, xs_h, xs_w = (int(v) for v in x.strides)
-    contiguous = (wd == 1 or xs_w == 1) and (h == 1 or xs_h == wd)
-    aligned = xs_c % 4 == 0 and (n == 1 or xs_n % 4 == 0) and x.data.ptr % 4 == 0
-    extent = (c - 1) * abs(xs_c) + h * wd
+    _, c, h, wd = (int(v) for v in x.shape)
+    contiguous = contiguous_planes(x.shape, x.strides)
+    aligned = plane_alignment(x.shape, x.strides, x.data.ptr) >= 4
+    extent = (c - 1) * abs(int(x.strides[1])) + h * wd
     return contiguous and aligned and (h * wd) % 4 == 0 and wd >= 4 and extent < INT32_LIMIT
 
 

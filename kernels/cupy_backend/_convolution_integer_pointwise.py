@@ -14,7 +14,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, launch, wrap32, zero_point_argument
+from ._common import (
+    INT32_LIMIT,
+    contiguous_planes,
+    launch,
+    plane_alignment,
+    wrap32,
+    zero_point_argument,
+)
 
 __all__ = ["PointwisePlan", "pointwise", "pointwise_plan"]
 
@@ -44,23 +51,16 @@ def pointwise_plan(x: Any, q: Any) -> PointwisePlan | None:
     """The pointwise kernel's plan for problem `q` (convolution_integer's _Problem), or None
     where the shape or the input's layout is outside it."""
     n, c, h, wd = (int(v) for v in x.shape)
-    xs_n, xs_c, xs_h, xs_w = (int(v) for v in x.strides)
     hw = h * wd
     geometry = (
         (q.r, q.s, q.sh, q.sw, q.ph, q.pw, q.g) == (1, 1, 1, 1, 0, 0, 1)
         and (q.oh, q.ow) == (h, wd)  # no end padding either
     )
-    planes = (wd == 1 or xs_w == 1) and (h == 1 or xs_h == wd)  # pixel p at offset p
-
-    def aligned(to: int) -> bool:
-        return (
-            hw % to == 0
-            and xs_c % to == 0
-            and (n == 1 or xs_n % to == 0)
-            and (x.data.ptr % to == 0)
-        )
-
-    if not (geometry and planes and aligned(4)) or c < 1:
+    if not (geometry and contiguous_planes(x.shape, x.strides)) or c < 1:
+        return None
+    # The planes' starts and the words within them: 4-byte aligned, 16 for 16-byte copies.
+    alignment = min(plane_alignment(x.shape, x.strides, x.data.ptr), hw & -hw)
+    if alignment < 4:
         return None
     mchunks = -(-q.m // _M_CHUNK)
     tiles = -(-hw // _PIXELS)
@@ -69,7 +69,7 @@ def pointwise_plan(x: Any, q: Any) -> PointwisePlan | None:
         return None
     if smem > _SMEM_LIMIT:  # filter rows longer than about 2,600 channels
         return None
-    return PointwisePlan(mchunks, tiles, aligned(16), bool(q.w_zp.any()), smem)
+    return PointwisePlan(mchunks, tiles, alignment >= 16, bool(q.w_zp.any()), smem)
 
 
 def _filter_rows(
