@@ -1,5 +1,5 @@
 """Shared pieces of the CuPy CONVOLUTION_INTEGER tests: the signedness pairs, random int8 data
-and zero points, and one call of ours beside the NumPy reference."""
+and zero points, and one call of ours beside the NumPy reference (with what ran)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,14 @@ def random_int8(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) ->
 def random_zero_point(rng: np.random.Generator, dtype: Any) -> int:
     info = np.iinfo(dtype)
     return int(rng.integers(info.min, info.max + 1))
+
+
+def zero_points(rng: np.random.Generator, mode: str, dtype: Any, m: int) -> np.ndarray:
+    """Filter zero points for `m` channels: "none" (all 0), "tensor" (one random value) or
+    "channel" (one random value per channel), of the filter's type `dtype`."""
+    if mode == "channel":
+        return rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, m).astype(np.int32)
+    return np.full(m, 0 if mode == "none" else random_zero_point(rng, dtype), np.int32)
 
 
 def run_both(
@@ -58,3 +66,29 @@ def run_both(
     got = conv.convolution_integer(x_dev, w_dev, *args, options=options or conv.Options(), ran=ran)
     assert got.dtype == cupy.int32 and got.flags.c_contiguous
     return cupy.asnumpy(got), reference.convolution_integer(x, w, *args)
+
+
+def check(
+    x: np.ndarray,
+    w: np.ndarray,
+    zx: int,
+    zw: np.ndarray,
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    start: tuple[int, ...],
+    end: tuple[int, ...],
+    groups: int,
+    view: Callable[[Any], Any] | None = None,
+    w_view: Callable[[Any], Any] | None = None,
+    options: Any = None,
+) -> Any:
+    """Ours (on `view` of x's device copy, where given) against the reference, bit for bit;
+    returns what ran."""
+    ran: list[Any] = []
+    got, want = run_both(
+        x, w, zx, zw, strides, dilations, start, end, groups, view, w_view, options, ran
+    )
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    (what,) = ran
+    return what

@@ -10,7 +10,7 @@ import pytest
 
 from dmlserve.kernels import reference
 
-from ._conv_support import PAIRS
+from ._conv_support import PAIRS, zero_points
 from ._conv_support import random_int8 as _rand
 from ._conv_support import random_zero_point as _zp
 from ._conv_support import run_both as _run
@@ -43,10 +43,7 @@ def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str, path: Any) -
     x = _rand(rng, (2, 24, 9, 11), xt)
     w = _rand(rng, (40, 24, 3, 3), wt)
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
-    if zp_mode == "channel":
-        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 40).astype(np.int32)
-    else:
-        zw = np.full(40, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    zw = zero_points(rng, zp_mode, wt, 40)
     got, want = _run(x, w, zx, zw, (1, 2), (2, 1), (1, 0), (2, 1), 1, options=path)
     np.testing.assert_array_equal(got, want)
 
@@ -263,10 +260,7 @@ def test_depthwise_zero_points(xt: Any, wt: Any, zp_mode: str, tiled: Any) -> No
     x = _rand(rng, (3, 20, 23, 37), xt)
     w = _rand(rng, (20, 1, 3, 3), wt)
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
-    if zp_mode == "channel":
-        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 20).astype(np.int32)
-    else:
-        zw = np.full(20, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    zw = zero_points(rng, zp_mode, wt, 20)
     got, want = _run(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 20, options=tiled, ran=plans)
     np.testing.assert_array_equal(got, want)
     plan = _tiled_plan_of(plans)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ._conv_support import PAIRS, run_both
+from ._conv_support import PAIRS, check, zero_points
 from ._conv_support import random_int8 as _rand
 from ._conv_support import random_zero_point as _zp
 from ._support import launcher
@@ -30,17 +30,11 @@ def _check(
     dilations: tuple[int, ...] | None = None,
     groups: int | None = None,
 ) -> Any:
-    """Run ours (on `view` of x's device copy, where given) against the reference, bit for
-    bit; returns what ran."""
-    ran: list[Any] = []
-    got, want = run_both(
-        x, w, zx, zw, strides, dilations or (1,) * len(strides), start, end,
-        groups or x.shape[1], view=view, options=options, ran=ran,
-    )  # fmt: skip
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    (what,) = ran
-    return what
+    """Ours against the reference (`check`) with unit dilations and depthwise groups unless
+    given; returns what ran."""
+    dilations = dilations or (1,) * len(strides)
+    groups = groups or x.shape[1]
+    return check(x, w, zx, zw, strides, dilations, start, end, groups, view, options=options)
 
 
 def _band(what: Any) -> Any:
@@ -55,10 +49,7 @@ def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
     x = _rand(rng, (2, 5, 13, 20), xt)
     w = _rand(rng, (5, 1, 3, 3), wt)
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
-    if zp_mode == "channel":
-        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 5).astype(np.int32)
-    else:
-        zw = np.full(5, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    zw = zero_points(rng, zp_mode, wt, 5)
     plan = _band(_check(x, w, zx, zw, (1, 1), (1, 1), (1, 1)))
     assert plan.words and plan.tt == 4
 
@@ -260,10 +251,7 @@ def test_groups_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> No
     rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 23])
     x, w = _grouped(rng, (2, 8, 13, 20), 8, 2, (3, 3), xt, wt)  # C/G 4, M/G 4
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
-    if zp_mode == "channel":
-        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 8).astype(np.int32)
-    else:
-        zw = np.full(8, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    zw = zero_points(rng, zp_mode, wt, 8)
     plan = _band(_check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), groups=2))
     assert plan.words and plan.tt == 4
 

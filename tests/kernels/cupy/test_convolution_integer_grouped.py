@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ._conv_support import PAIRS, run_both
+from ._conv_support import PAIRS, check, zero_points
 from ._conv_support import random_int8 as _rand
 from ._conv_support import random_zero_point as _zp
 from ._support import launcher
@@ -31,16 +31,9 @@ def _check(
     w_view: Callable[[Any], Any] | None = None,
     options: Any = None,
 ) -> Any:
-    """Ours (on `view` of x's device copy, where given) against the reference, bit for bit;
-    returns what ran."""
-    ran: list[Any] = []
-    got, want = run_both(
-        x, w, zx, zw, *geometry, groups, view=view, w_view=w_view, options=options, ran=ran
-    )
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    (what,) = ran
-    return what
+    """Ours against the reference (`check`), padding 1 and one group unless given; returns
+    what ran."""
+    return check(x, w, zx, zw, *geometry, groups, view, w_view, options)
 
 
 def _grouped(what: Any) -> Any:
@@ -55,10 +48,7 @@ def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
     x = _rand(rng, (2, 64, 9, 10), xt)
     w = _rand(rng, (64, 16, 3, 3), wt)
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
-    if zp_mode == "channel":
-        zw = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, 64).astype(np.int32)
-    else:
-        zw = np.full(64, 0 if zp_mode == "none" else _zp(rng, wt), np.int32)
+    zw = zero_points(rng, zp_mode, wt, 64)
     plan = _grouped(_check(x, w, zx, zw, groups=4))
     assert plan.ctas_per_image == 1 and plan.zw_any == (zp_mode != "none") and not plan.words
     x = _rand(rng, (2, 64, 9, 12), xt)  # planes of 108 bytes: word loads

@@ -11,7 +11,7 @@ import pytest
 
 from dmlserve.kernels import reference
 
-from ._conv_support import PAIRS, run_both
+from ._conv_support import PAIRS, check, run_both, zero_points
 from ._conv_support import random_int8 as _rand
 from ._conv_support import random_zero_point as _zp
 from ._support import launcher
@@ -34,28 +34,14 @@ def _check(
     w_view: Callable[[Any], Any] | None = None,
     options: Any = None,
 ) -> Any:
-    """Ours (on `view` of x's device copy, where given) against the reference, bit for bit;
-    returns what ran."""
-    ran: list[Any] = []
+    """Ours against the reference (`check`) as a 1x1 unit-stride layer; returns what ran."""
     geometry = _ONE if x.ndim == 4 else ((1,), (1,), (0,), (0,))
-    got, want = run_both(
-        x, w, zx, zw, *geometry, 1, view=view, w_view=w_view, options=options, ran=ran
-    )
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    (what,) = ran
-    return what
+    return check(x, w, zx, zw, *geometry, 1, view, w_view, options)
 
 
 def _pointwise(what: Any) -> Any:
     assert isinstance(what, _conv().PointwisePlan), what
     return what
-
-
-def _zero_points(rng: np.random.Generator, mode: str, wt: Any, m: int) -> np.ndarray:
-    if mode == "channel":
-        return rng.integers(np.iinfo(wt).min, np.iinfo(wt).max + 1, m).astype(np.int32)
-    return np.full(m, 0 if mode == "none" else _zp(rng, wt), np.int32)
 
 
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
@@ -65,7 +51,7 @@ def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
     x = _rand(rng, (2, 64, 8, 8), xt)
     w = _rand(rng, (80, 64, 1, 1), wt)  # a full and a partial chunk of 64 output channels
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
-    plan = _pointwise(_check(x, w, zx, _zero_points(rng, zp_mode, wt, 80), None))
+    plan = _pointwise(_check(x, w, zx, zero_points(rng, zp_mode, wt, 80), None))
     assert plan.mchunks == 2 and plan.zw_any == (zp_mode != "none")
 
 
