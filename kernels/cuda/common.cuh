@@ -28,8 +28,15 @@ struct FastDivmod {
     unsigned shift;
 };
 
+__device__ __forceinline__ unsigned fast_div(unsigned n, unsigned mul, unsigned shift) {
+    return (__umulhi(n, mul) + n) >> shift;
+}
 __device__ __forceinline__ unsigned fast_div(unsigned n, const FastDivmod& f) {
-    return (__umulhi(n, f.mul) + n) >> f.shift;
+    return fast_div(n, f.mul, f.shift);
+}
+// The same for a non-negative int numerator (below 2^31), as int.
+__device__ __forceinline__ int fast_div(int n, unsigned mul, unsigned shift) {
+    return static_cast<int>(fast_div(static_cast<unsigned>(n), mul, shift));
 }
 
 template <typename IDX>

@@ -24,12 +24,7 @@
 
 namespace dml {
 
-
-// (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod): the
-// divisions by run-time sizes cost 3 instructions, not ~20.
-__device__ __forceinline__ int dw_div(int n, unsigned mul, unsigned shift) {
-    return static_cast<int>((__umulhi(static_cast<unsigned>(n), mul) + static_cast<unsigned>(n)) >> shift);
-}
+// The divisions by run-time sizes are common.cuh's fast_div (3 instructions, not ~20).
 
 // acc + the dot product of x's four bytes (signed where XS) with w's four signed bytes.
 template <bool XS>
@@ -98,10 +93,10 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const int tid = static_cast<int>(threadIdx.x);
     const int plane = static_cast<int>(blockIdx.x);  // n * M + m
     const int oy0 = static_cast<int>(blockIdx.y) * TY, ox0 = static_cast<int>(blockIdx.z) * (V * TX);
-    const int n = dw_div(plane, mul_m, sh_m);
+    const int n = fast_div(plane, mul_m, sh_m);
     const int j = plane - n * M;  // the output channel (CG 1) or the group
     const int m0 = CG == 1 ? j : j * Mg;  // the CTA's first output channel
-    const int c0 = CG == 1 ? dw_div(j, mul_mg, sh_mg) : j * CG;  // its first input channel
+    const int c0 = CG == 1 ? fast_div(j, mul_mg, sh_mg) : j * CG;  // its first input channel
     const unsigned char* xp = x + static_cast<long long>(n) * xs_n + static_cast<long long>(c0) * xs_c;
 
     if constexpr (CG == 1) {
@@ -140,7 +135,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     // Row, image row, source pointer and tile slot advance by additions: no multiplication
     // and no 64-bit address arithmetic per word beyond one 64-bit add.
     const unsigned zx4 = static_cast<unsigned>(x_zp & 0xff) * 0x01010101u;
-    const int tq = dw_div(tid, mul_wpw, sh_wpw);
+    const int tq = fast_div(tid, mul_wpw, sh_wpw);
     const int wc = tid - tq * WPW;
     const int tr0 = tq < step ? tq : IHT;
     const int iy0 = oy0 * SH - pad_h;
@@ -199,7 +194,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     }
     __syncthreads();
 
-    const int ty = dw_div(tid, mul_tx, sh_tx), tx = tid - ty * TX;
+    const int ty = fast_div(tid, mul_tx, sh_tx), tx = tid - ty * TX;
     const int oy = oy0 + ty * TT;
     const int ox = ox0 + tx * V;
     if (ty * TT >= TY || oy >= OH || ox >= OW) return;  // no barrier follows

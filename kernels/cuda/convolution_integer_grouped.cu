@@ -26,12 +26,6 @@ constexpr int GR_WARPS = GR_GROUPS * GR_WPG;
 constexpr int GR_UNROLL = 8;  // frame items a thread loads before storing them (bytes)
 constexpr int GR_UNROLL_W = 2;  // the same, items of 4 words (WORDS)
 
-// (umulhi(n, mul) + n) >> shift == n / d for n < 2^31 (the launcher's fast_divmod of d).
-__device__ __forceinline__ int gr_div(int n, unsigned mul, unsigned shift) {
-    return static_cast<int>((__umulhi(static_cast<unsigned>(n), mul) + static_cast<unsigned>(n)) >>
-                            shift);
-}
-
 // x (N, C, H, W) and w (M, CG, 3, 3) strided bytes; out (N, M, OH, OW) int32, contiguous.
 // Frame: FH x FW cells (the padded input a CTA's taps reach), CG bytes a cell, per group.
 // WORDS: each (n, c) plane contiguous, H * W a multiple of 4, W >= 4, the planes 4-byte aligned,
@@ -80,7 +74,7 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
 #pragma unroll
             for (int u = 0; u < GR_UNROLL_W; ++u) {
                 const int i = first + u * GR_WARPS * 32;
-                gq[u] = gr_div(i, item_mul, item_shift);  // group * QUADS + quad
+                gq[u] = fast_div(i, item_mul, item_shift);  // group * QUADS + quad
                 wi[u] = i - gq[u] * plane_words;
                 const bool in = i < items && group0 + gq[u] / QUADS < G;
                 const int off = (group0 * CG + 4 * gq[u]) * cs + 4 * wi[u];
@@ -95,7 +89,7 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
                 if (gq[u] < 0) continue;
                 unsigned px[4];
                 conv::transpose4(raw[u], px);
-                int iy = gr_div(4 * wi[u], row_mul, row_shift);
+                int iy = fast_div(4 * wi[u], row_mul, row_shift);
                 int ix = 4 * wi[u] - iy * W;
                 unsigned char* frame = gr_frame + (gq[u] / QUADS) * cells * CG + 4 * (gq[u] % QUADS);
 #pragma unroll
@@ -118,9 +112,9 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
 #pragma unroll
             for (int u = 0; u < GR_UNROLL; ++u) {
                 const int i = first + u * GR_WARPS * 32;
-                const int gq = gr_div(i, item_mul, item_shift);  // group * QUADS + quad
+                const int gq = fast_div(i, item_mul, item_shift);  // group * QUADS + quad
                 const int cell = i - gq * cells;
-                const int fy = gr_div(cell, row_mul, row_shift);
+                const int fy = fast_div(cell, row_mul, row_shift);
                 const int fx = cell - fy * FW;
                 const int iy = fy - ph;
                 const int ix = fx - pw;
@@ -222,7 +216,7 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
     for (int blk = warp % GR_WPG; blk < blocks; blk += GR_WPG) {
         int p = 8 * blk + g;  // this lane's B column: pixel p
         p = p < pixels ? p : pixels - 1;
-        const int oy = gr_div(p, ow_mul, ow_shift);
+        const int oy = fast_div(p, ow_mul, ow_shift);
         const int ox = p - oy * OW;
         const unsigned char* cell = frame + (oy * sh * FW + ox * sw) * CG;
         int acc[4] = {0, 0, 0, 0};

@@ -8,38 +8,66 @@ namespace dml {
 
 // ------------------------------------------------------------------------------------------
 // Filter prep: w (M, Cg, R, S) strided -> wp (M, R*S*Cgp), zero in the padded channels, and
-// bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m; each
-// thread owns 4 consecutive channels (one 4-byte store, Cgp is a multiple of 16) and walks the
-// R*S taps with no per-element division.
+// bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m. With
+// `staged` (the row's Cg*R*S bytes fit the block's dynamic shared memory), the block first
+// copies the row into shared memory in (c, r, s) order, reading consecutive bytes of a packed
+// filter; then each thread forms whole 4-byte words (4 consecutive channels of one tap; Cgp is
+// a multiple of 16) spread over every (tap, word) of the row.
+// BM > 0: the shifted-window GEMM's layout instead (convolution_integer_sm90a.cu): per group,
+// tile of BM output channels and chunk of 32 channels, the chunk's bytes as the shared stage
+// holds them, [tap][16-byte half][BM rows] x 16 bytes (rows past Mg are never read).
 template <typename WT>
 __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
                                 const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
                                 int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
-                                long long ws_m, long long ws_c, long long ws_r, long long ws_s) {
+                                int Mg, int BM, int tiles_m, int staged, long long ws_m,
+                                long long ws_c, long long ws_r, long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
+    extern __shared__ unsigned char w_row[];
     __shared__ int partial[32];
     const int m = blockIdx.x;
     const int RS = Kp / Cgp;
     const unsigned char* wm = w + m * ws_m;
-    unsigned* dst = reinterpret_cast<unsigned*>(wp + static_cast<long long>(m) * Kp);
+    unsigned char* row = wp + static_cast<long long>(m) * Kp;
+    long long chunk_bytes = 0;  // shifted-window layout: bytes per 32-channel chunk
+    if (BM > 0) {
+        const int g = m / Mg;
+        const int tm = (m - g * Mg) / BM;
+        chunk_bytes = static_cast<long long>(RS) * BM * 32;
+        row = wp + static_cast<long long>(g * tiles_m + tm) * (Cgp / 32) * chunk_bytes +
+              (m - g * Mg - tm * BM) * 16;
+    }
+    if (staged) {
+        for (int i = threadIdx.x; i < Cg * RS; i += blockDim.x) {
+            const int c = i / RS;
+            const int rs = i - c * RS;
+            const int r = rs / S;
+            w_row[i] = wm[c * ws_c + r * ws_r + (rs - r * S) * ws_s];
+        }
+        __syncthreads();
+    }
     int sum = 0;
-    for (int c4 = 4 * threadIdx.x; c4 < Cgp; c4 += 4 * blockDim.x) {
-        int r = 0;
-        int s = 0;
-        for (int rs = 0; rs < RS; ++rs) {
-            const unsigned char* src = wm + r * ws_r + s * ws_s;
-            unsigned v = 0u;
+    const int quads = Cgp >> 2;
+    for (int wi = threadIdx.x; wi < RS * quads; wi += blockDim.x) {
+        const int rs = wi / quads;
+        const int c4 = (wi - rs * quads) << 2;
+        const int r = rs / S;
+        const unsigned char* src = wm + r * ws_r + (rs - r * S) * ws_s;
+        unsigned v = 0u;
 #pragma unroll
-            for (int b = 0; b < 4; ++b) {
-                if (c4 + b < Cg) v |= static_cast<unsigned>(src[(c4 + b) * ws_c]) << (8 * b);
-            }
-            dst[(rs * Cgp + c4) >> 2] = v;
-            sum = conv::byte_sum<WS>(v, sum);
-            if (++s == S) {
-                s = 0;
-                ++r;
+        for (int b = 0; b < 4; ++b) {
+            if (c4 + b < Cg) {
+                const unsigned byte = staged ? w_row[(c4 + b) * RS + rs] : src[(c4 + b) * ws_c];
+                v |= byte << (8 * b);
             }
         }
+        if (BM > 0) {
+            *reinterpret_cast<unsigned*>(row + (c4 >> 5) * chunk_bytes +
+                                         (rs * 2 + ((c4 >> 4) & 1)) * BM * 16 + (c4 & 15)) = v;
+        } else {
+            *reinterpret_cast<unsigned*>(row + rs * Cgp + c4) = v;
+        }
+        sum = conv::byte_sum<WS>(v, sum);
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
@@ -196,6 +224,6 @@ template __global__ void dml::conv_int_prep_x<4>(const unsigned char*, unsigned 
                                                 int, int, int, int, int, int, int, unsigned,
                                                 long long, long long, long long, long long);
 template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
-                                               int*, int, int, int, int, int, long long,
-                                               long long, long long, long long);
+                                               int*, int, int, int, int, int, int, int, int,
+                                               int, long long, long long, long long, long long);
 #endif

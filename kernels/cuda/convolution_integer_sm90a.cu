@@ -70,7 +70,7 @@ __device__ __forceinline__ void fence_proxy_async() {
                  "wgmma.mma_async.sync.aligned." SHAPE ".s32." ATYPE "." BTYPE " {" REGS "}, " DA   \
                  ", " DB ", p;\n}\n"                                                              \
                  : OPERANDS                                                                       \
-                 : "l"(da), "l"(db), "r"(1))
+                 : "l"(da), "l"(db), "r"(scale))
 #define DML_WG_N64(A, B) \
     DML_WG_ASM("m64n64k32", A, B, DML_WG_P0 ", " DML_WG_P16, "%32", "%33", "%34", DML_WG_R32(0))
 #define DML_WG_N128(A, B) \
@@ -79,9 +79,11 @@ __device__ __forceinline__ void fence_proxy_async() {
     DML_WG_ASM("m64n256k32", A, B, DML_WG_P0_63 ", " DML_WG_P64_127, "%128", "%129", "%130", \
                DML_WG_R128(0))
 
-// d (64 x N, the accumulator fragment) += A (64 x 32 bytes) * B (N x 32 bytes)^T.
+// d (64 x N, the accumulator fragment) = A (64 x 32 bytes) * B (N x 32 bytes)^T, plus d where
+// scale is 1 (0: d's old values are ignored).
 template <int N, bool WS, bool XS>
-__device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsigned long long db,
+                                    int scale = 1) {
 #define DML_WG_PAIR(M)                        \
     if constexpr (WS && XS) {                 \
         M("s8", "s8");                        \
@@ -344,6 +346,270 @@ __global__ void __launch_bounds__(BM * 2)
 #endif
 }
 
+// ------------------------------------------------------------------------------------------
+// The shifted-window GEMM: stride 1, one channel chunk of every tap per stage.
+//
+// With unit strides, output pixel (n, oh, ow) reads tap (r, s) at padded pixel
+// (n, oh + r dh, ow + s dw). Number the padded input's pixels (n Hp + h) Wp + w and give output
+// pixel (n, oh, ow) the number v = (n Hp + oh) Wp + ow ("virtual" pixels: those with oh >= OH or
+// ow >= OW are computed and dropped): tap (r, s) of v is input pixel v + r dh Wp + s dw. A run
+// of TN consecutive virtual pixels therefore reads, for every tap, a shifted window of ONE run
+// of L = TN + (R - 1) dh Wp + (S - 1) dw input pixels. A stage holds 32 channels of that run
+// once and of the filter's taps, and each tap's wgmma reads the run at its shift: the input
+// passes L2 -> shared memory once per channel chunk instead of once per tap.
+//
+// Shared layout, no swizzle (wgmma's interleaved K-major form): 16 bytes of K per row, rows 16
+// bytes apart, one such column of rows after the other (the K-direction stride, LBO). So a
+// view that starts r rows further is just r * 16 bytes further: any shift is a descriptor.
+//   A: [tap][k16 half][BM rows] x 16 B (LBO = BM * 16),
+//   B: [k16 half][L rows] x 16 B (LBO = L * 16).
+// A CTA of WM x WN warpgroups owns BM = 64 WM output channels x TN = WN BN virtual pixels; the
+// CTA is persistent over its tiles, and the stages stream (tile, channel chunk) items, so the
+// next tile's loads overlap this tile's last MMAs and its epilogue.
+namespace wg {
+// K-major, no swizzle: start, LBO (K-direction core-matrix stride), SBO (8-row stride).
+__device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned lbo,
+                                                         unsigned sbo) {
+    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+           (static_cast<unsigned long long>((lbo & 0x3FFFF) >> 4) << 16) |
+           (static_cast<unsigned long long>((sbo & 0x3FFFF) >> 4) << 32);
+}
+}  // namespace wg
+
+template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS>
+__global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
+    conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
+                         const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
+                         const int* __restrict__ bias, int* __restrict__ out, int N, int Hp,
+                         int Wp, int OH, int OW, int S, int dil_h, int dil_w, int M, int Mg,
+                         int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();  // built for another target; the launcher sends work here on sm_90 only
+#elif defined(__CUDA_ARCH__)
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    constexpr int THREADS = 128 * WM * WN;
+    constexpr int BM = 64 * WM;
+    constexpr int TN = WN * BN;
+    constexpr int A_BYTES = TAPS * BM * 32;
+    constexpr int A_CHUNKS = TAPS * BM * 2;
+    static_assert(STAGES >= 2, "stages");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int stage_bytes = A_BYTES + L * 32;
+    const unsigned smem_base = conv::smem_addr(smem_raw);
+    // after the stages: output offsets and input sums per column, each warp's output block,
+    // input sums per row of the run
+    constexpr int EPI_PITCH = 40;
+    long long* col_off = reinterpret_cast<long long*>(smem_raw + STAGES * stage_bytes);
+    int* xs_sum = reinterpret_cast<int*>(col_off + TN);
+    int* epi = xs_sum + TN;
+    int* row_sum = epi + (THREADS / 32) * 16 * EPI_PITCH;
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int wgi = tid >> 7;
+    const int wm = wgi % WM;  // warpgroup's 64 output channels within the CTA's BM
+    const int wn = wgi / WM;  // and its BN virtual pixels within TN
+    const int KT = Cgp >> 5;  // channel chunks of 32 per tile
+    const int P = OH * OW;
+    const long long HWp = static_cast<long long>(Hp) * Wp;
+    const long long pixels_in = N * HWp;
+    int tap_off[TAPS];
+#pragma unroll
+    for (int t = 0; t < TAPS; ++t) tap_off[t] = (t / S) * dil_h * Wp + (t % S) * dil_w;
+
+    const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
+    const int items = my_tiles * KT;
+
+    // The producer side: item (tile, chunk) -> one stage; advanced item by item.
+    int ld_tile = blockIdx.x;
+    int ld_kc = 0;
+    // CTAs start their channel chunks at different places (the sums do not care about the
+    // order), so that the SMs do not all ask L2 for the same filter bytes at the same moment.
+    const int rot = static_cast<int>(blockIdx.x) % KT;
+    auto load_item = [&](int stage) {
+        const unsigned a_base = smem_base + stage * stage_bytes;
+        const unsigned b_base = a_base + A_BYTES;
+        const int tm = ld_tile % tiles_m;
+        const int rest = ld_tile / tiles_m;
+        const int tn = rest % tiles_n;
+        const int g = rest / tiles_n;
+        const int m0 = tm * BM;
+        const int chunk = ld_kc + rot < KT ? ld_kc + rot : ld_kc + rot - KT;
+        // The filter lies as the stages want it (the prep's shifted-window layout): one
+        // item's A is A_BYTES consecutive bytes.
+        const unsigned char* a_src =
+            wp + (static_cast<long long>(g * tiles_m + tm) * KT + chunk) * A_BYTES;
+        const int m_left = Mg - m0;  // rows at and past it are zero-filled, not read
+#pragma unroll
+        for (int i0 = 0; i0 < A_CHUNKS; i0 += THREADS) {
+            const int i = i0 + tid;
+            if (A_CHUNKS % THREADS == 0 || i < A_CHUNKS) {
+                const bool ok = i % BM < m_left;
+                conv::cp_async16(a_base + i * 16, ok ? a_src + i * 16 : wp, ok ? 16 : 0);
+            }
+        }
+        const long long p0 = static_cast<long long>(tn) * TN;
+        const unsigned char* b_src = xn + g * Cgp + chunk * 32 + 16 * (tid & 1);
+        for (int i = tid; i < 2 * L; i += THREADS) {
+            const int r = i >> 1;
+            const long long p = p0 + r;
+            const bool ok = p < pixels_in;  // past the input: junk pixels' taps only
+            conv::cp_async16(b_base + ((i & 1) * L + r) * 16, ok ? b_src + p * slots : xn,
+                             ok ? 16 : 0);
+        }
+        if (++ld_kc == KT) {
+            ld_kc = 0;
+            ld_tile += gridDim.x;
+        }
+    };
+
+    int acc[BN / 2];
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) acc[e] = 0;
+    wg::fence_operands(acc);
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < items) load_item(s);
+        conv::cp_async_commit();
+    }
+    int it = 0;  // the item (tile, chunk) in this CTA's stream
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int tm = tile % tiles_m;
+        const int rest = tile / tiles_m;
+        const int tn = rest % tiles_n;
+        const int g = rest / tiles_n;
+        const long long v0 = static_cast<long long>(tn) * TN;
+        for (int kc = 0; kc < KT; ++kc, ++it) {
+            conv::cp_async_wait<STAGES - 2>();
+            wg::fence_proxy_async();
+            __syncthreads();
+
+            if (kc == 0) {  // where each column's output goes (-1: a dropped virtual pixel)
+                for (int c = tid; c < TN; c += THREADS) {
+                    const long long v = v0 + c;
+                    long long off = -1;
+                    if (v < pixels_in) {
+                        const long long n = v / HWp;
+                        const int rem = static_cast<int>(v - n * HWp);
+                        const int oh = rem / Wp;
+                        const int ow = rem - oh * Wp;
+                        if (oh < OH && ow < OW) off = n * M * P + oh * OW + ow;
+                    }
+                    col_off[c] = off;
+                }
+            }
+
+            const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
+            const unsigned b_base = a_base + A_BYTES;
+            wg::fence();
+#pragma unroll
+            for (int t = 0; t < TAPS; ++t) {
+                const unsigned long long da =
+                    wg::desc_plain(a_base + (t * 2 * BM + wm * 64) * 16, BM * 16, 128);
+                const unsigned long long db =
+                    wg::desc_plain(b_base + (tap_off[t] + wn * BN) * 16, L * 16, 128);
+                // a tile's first MMA overwrites the last tile's sums: no zeroing copies, which
+                // would make the compiler wait for every MMA before the loop's back edge
+                wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);
+            }
+            wg::commit();
+            // The stage refilled now was last read by the MMAs of item it - 1, which every
+            // warpgroup waited for (wait_group 0 at the end of item it - 1) before the barrier
+            // above; STAGES - 1 items are in flight while the tensor cores work.
+            if (it + STAGES - 1 < items) load_item((it + STAGES - 1) % STAGES);
+            conv::cp_async_commit();
+            if constexpr (ZW) {  // sum x'' per input pixel of the run, chunk by chunk
+                for (int r = tid; r < L; r += THREADS) {
+                    uint4 u, w;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                                 : "r"(b_base + r * 16));
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                                 : "r"(b_base + (L + r) * 16));
+                    int v = kc == 0 ? 0 : row_sum[r];
+                    v = conv::byte_sum<XS>(u.x, v);
+                    v = conv::byte_sum<XS>(u.y, v);
+                    v = conv::byte_sum<XS>(u.z, v);
+                    v = conv::byte_sum<XS>(u.w, v);
+                    v = conv::byte_sum<XS>(w.x, v);
+                    v = conv::byte_sum<XS>(w.y, v);
+                    v = conv::byte_sum<XS>(w.z, v);
+                    v = conv::byte_sum<XS>(w.w, v);
+                    row_sum[r] = v;
+                }
+            }
+            wg::wait<0>();
+        }
+        // ---- the tile's epilogue: out = acc - z_w[m] sum x''[p] + bias[m] -----------------
+        // (the accumulators stay in the same registers from tile to tile: any copy of them
+        // would make the compiler wait for every MMA)
+        wg::fence_operands(acc);
+        if constexpr (ZW) {
+            __syncthreads();  // every row's sum
+            for (int c = tid; c < TN; c += THREADS) {
+                unsigned v = 0u;
+#pragma unroll
+                for (int t = 0; t < TAPS; ++t) {
+                    v += static_cast<unsigned>(row_sum[c + tap_off[t]]);
+                }
+                xs_sum[c] = static_cast<int>(v);
+            }
+        }
+        __syncthreads();  // the column offsets (and sums)
+        {
+            // Each warp's 16 rows leave 32 columns at a time through the warp's own block of
+            // shared memory (rows 40 ints apart: the 8-byte fragment writes are conflict-free),
+            // so that each store instruction writes 32 consecutive virtual pixels of one output
+            // row: whole lines, where the fragments' own layout would give 32-byte pieces of 8
+            // rows. Fragment layout: warp w of the warpgroup holds rows 16 w + l / 4 and + 8;
+            // per n8 block j, columns 8 j + 2 (l % 4) + {0, 1}.
+            const int warp = tid >> 5;
+            int* wst = epi + warp * (16 * EPI_PITCH);
+            const int row0 = tm * BM + wm * 64 + (warp & 3) * 16;  // the warp's first row
+            const int rows = Mg - row0;  // of which rows < 16 exist
+            unsigned bl = 0u, zl = 0u;  // lane r < 16: row r's bias and filter zero point
+            if (lane < 16 && lane < rows) {
+                bl = static_cast<unsigned>(bias[g * Mg + row0 + lane]);
+                if constexpr (ZW) zl = static_cast<unsigned>(w_zp[g * Mg + row0 + lane]);
+            }
+            const long long mbase = static_cast<long long>(g * Mg + row0) * P;
+#pragma unroll
+            for (int ch = 0; ch < BN / 32; ++ch) {
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int e = 4 * (4 * ch + jj) + 2 * h;
+                        *reinterpret_cast<int2*>(wst + ((lane >> 2) + 8 * h) * EPI_PITCH +
+                                                 8 * jj + 2 * (lane & 3)) =
+                            make_int2(acc[e], acc[e + 1]);
+                    }
+                }
+                __syncwarp();
+                const int c = wn * BN + 32 * ch + lane;
+                const long long off = col_off[c];
+                const unsigned xs = ZW ? static_cast<unsigned>(xs_sum[c]) : 0u;
+#pragma unroll 4
+                for (int r = 0; r < 16; ++r) {
+                    const unsigned b = __shfl_sync(0xffffffffu, bl, r);
+                    const unsigned z = ZW ? __shfl_sync(0xffffffffu, zl, r) : 0u;
+                    const unsigned v =
+                        static_cast<unsigned>(wst[r * EPI_PITCH + lane]) + b - z * xs;
+                    if (r < rows && off >= 0) {
+                        out[mbase + r * static_cast<long long>(P) + off] = static_cast<int>(v);
+                    }
+                }
+                __syncwarp();
+            }
+        }
+    }
+    conv::cp_async_wait<0>();
+#endif
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -358,4 +624,13 @@ DML_WG_INST(signed char, signed char, 64, 64, 8, true);
 DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
 DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
+#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW)                                                  \
+    template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9>(           \
+        const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, \
+        int, int, int, int, int, int, int, int, int, int, int, int, int)
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false);
+#undef DML_WS_INST
 #endif

@@ -47,6 +47,7 @@ __all__ = [
     "plane_alignment",
     "zero_point_argument",
     "byte_value",
+    "device_zero_points",
     "PER_CHANNEL",
 ]
 
@@ -153,6 +154,31 @@ def zero_point_argument(zero_points: np.ndarray) -> tuple[bool, int]:
     the kernels' zw_all argument for them: their one value, else PER_CHANNEL."""
     per_channel = bool((zero_points != zero_points[0]).any()) or int(zero_points[0]) == PER_CHANNEL
     return per_channel, PER_CHANNEL if per_channel else int(zero_points[0])
+
+
+def device_zero_points(zero_points: np.ndarray) -> Any:
+    """The filter zero points as an int32 array on the current device, uploaded once per
+    distinct vector and device and then reused: an upload per call would put a host-to-device
+    copy between the call's kernels (the GPU switches to a copy engine and back, several
+    microseconds). The cache holds at most `_ZERO_POINT_ARRAYS` vectors; the arrays are only
+    ever read."""
+    import cupy
+
+    raw = np.ascontiguousarray(zero_points, np.int32).tobytes()
+    return _device_zero_points(cupy.cuda.Device().id, raw)
+
+
+_ZERO_POINT_ARRAYS = 64
+
+
+@functools.lru_cache(maxsize=_ZERO_POINT_ARRAYS)
+def _device_zero_points(device: int, raw: bytes) -> Any:
+    import cupy
+
+    array = cupy.asarray(np.frombuffer(raw, np.int32))
+    # Other streams will read it: the upload completes before it is shared.
+    cupy.cuda.get_current_stream().synchronize()
+    return array
 
 
 def byte_value(value: int, signed: bool) -> bool:

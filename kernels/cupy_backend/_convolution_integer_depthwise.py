@@ -12,7 +12,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import INT32_LIMIT, byte_value, fast_divmod, launch, zero_point_argument
+from ._common import (
+    INT32_LIMIT,
+    byte_value,
+    device_zero_points,
+    fast_divmod,
+    launch,
+    zero_point_argument,
+)
 
 __all__ = ["DepthwisePlan", "depthwise", "depthwise_plan"]
 
@@ -123,7 +130,6 @@ def _ctas_per_image(q: Any) -> int:
 
 def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     """Launch the band kernel for `q` into `out` (N, M, OH, OW) int32."""
-    import cupy
 
     tt, tx, ty, bands, tiles_w, wpw, iht, pl, threads, words, dp = plan
     kernel = launch(
@@ -146,7 +152,7 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     # One zero point for every channel (the usual case) travels as an argument, with no
     # host-to-device copy; else the per-channel array (the kernel's conv::PER_CHANNEL).
     per_channel, zw_all = zero_point_argument(q.w_zp)
-    zp_dev = cupy.asarray(q.w_zp) if per_channel else out
+    zp_dev = device_zero_points(q.w_zp) if per_channel else out
     step = threads // wpw  # tile rows per pass of the block's loads
     ints = (
         _ctas_per_image(q),

@@ -12,13 +12,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ._common import Launch, contiguous_planes, launch, plane_alignment, sm_count
+from ._common import (
+    Launch,
+    contiguous_planes,
+    device_zero_points,
+    launch,
+    plane_alignment,
+    sm_count,
+)
 
 if TYPE_CHECKING:
     from .convolution_integer import _Problem
 
 __all__ = [
     "MMA_SYNC_TILES",
+    "SHIFT_TILES",
     "WGMMA_TILES",
     "Kernel",
     "gemm_kernel",
@@ -26,12 +34,13 @@ __all__ = [
     "tensor_core",
 ]
 
-Kernel = Literal["wgmma", "mma_sync"]
+Kernel = Literal["wgmma", "wgmma_shift", "mma_sync"]
 
 _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
+_PREP_W_STAGED = 48 * 1024  # filter prep: largest row (bytes) it stages in shared memory
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -48,6 +57,19 @@ WGMMA_TILES: tuple[tuple[int, int, int, int, float], ...] = (
     (64, 128, 6, 3, 0.8),
     (64, 64, 8, 3, 0.65),
 )
+# The shifted-window wgmma GEMM (stride 1, R * S = 9 taps, channels per group a multiple of 32):
+# (warpgroups along M, warpgroups along N, pixels per warpgroup, stages, CTAs that fit one SM,
+# relative efficiency).
+# The efficiencies are fitted to H100 timings of the benchmark's layers; two warpgroups along N
+# (sharing the filter tile) measured slower than these on every layer, and are not offered.
+SHIFT_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
+    (2, 1, 256, 4, 1, 1.0),
+    (2, 1, 128, 4, 1, 0.9),
+    (1, 1, 256, 3, 2, 0.95),
+    (1, 1, 128, 4, 2, 0.85),
+)
+_SHIFT_TAPS = 9
+_SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
 
 
 @functools.cache
@@ -87,9 +109,15 @@ def _pick_tile(
 
 
 def _prepared_filter(
-    w: Any, q: _Problem, cgp: int, kp: int, cache: MutableMapping[Hashable, Any] | None
+    w: Any,
+    q: _Problem,
+    cgp: int,
+    kp: int,
+    cache: MutableMapping[Hashable, Any] | None,
+    layout: tuple[int, int] = (0, 0),
 ) -> tuple[Any, Any, Any]:
-    """The filter as the GEMM reads it, (M, R*S*Cgp), the per-channel constant of the
+    """The filter as the GEMM reads it, (M, R*S*Cgp) (with `layout` = (BM, tiles of BM per
+    group), BM > 0: the shifted-window GEMM's chunked layout), the per-channel constant of the
     zero-point expansion (K' z_x z_w - z_x sum w, which also depends on the input's zero
     point) and the filter zero points on the device.
 
@@ -99,17 +127,28 @@ def _prepared_filter(
     be reading it on their stream, and freed memory goes back to the pool for reuse."""
     import cupy
 
-    key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(), kp)
+    key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(), kp,
+           *layout)  # fmt: skip
     hit = cache.get("filter") if cache is not None else None
     if hit is not None and hit[0] == key:
         prepared: tuple[Any, Any, Any] = hit[1]
         return prepared
     # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
-    wp = cupy.empty((q.m, kp), dtype=cupy.uint8)
+    bm, tiles_m = layout
+    wp = cupy.empty((q.g * tiles_m * bm if bm else q.m, kp), dtype=cupy.uint8)
     bias = cupy.empty((q.m,), dtype=cupy.int32)
-    zp_dev = cupy.asarray(q.w_zp)  # on this call's stream, as the kernels that read it
-    prep_w = launch(_PREP_SOURCE, "conv_int_prep_w", w.dtype, grid=(q.m, 1, 1), block=(128, 1, 1))
-    sizes = (q.cg, q.s, cgp, kp, q.zx)
+    zp_dev = device_zero_points(q.w_zp)
+    # the row staged in shared memory where it fits the default dynamic limit
+    staged = q.cg * q.r * q.s if q.cg * q.r * q.s <= _PREP_W_STAGED else 0
+    prep_w = launch(
+        _PREP_SOURCE,
+        "conv_int_prep_w",
+        w.dtype,
+        grid=(q.m, 1, 1),
+        block=(256, 1, 1),
+        shared_mem=staged,
+    )
+    sizes = (q.cg, q.s, cgp, kp, q.zx, q.mg, bm, tiles_m, staged)
     prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
     if cache is not None and hit is None:
         # Other calls read it from other streams: complete before it is shared.
@@ -156,6 +195,7 @@ class _GemmPlan:
     prep_args: tuple[Any, ...]  # after (x, xn); its last blocks fill the z_x frame
     gemm: Launch
     gemm_args: tuple[Any, ...]  # after (filter, input, zero points, bias, out)
+    filter_layout: tuple[int, int] = (0, 0)  # the prepared filter's (see `_prepared_filter`)
 
 
 def tensor_core(
@@ -166,11 +206,14 @@ def tensor_core(
     kernel: Kernel,
     tile: tuple[int, int] | None,
     filter_cache: MutableMapping[Hashable, Any] | None = None,
+    shift: tuple[int, int, int] | bool = True,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
     the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input taller than
     a grid dimension takes mma.sync). `filter_cache`: where a filter that stays the same from
-    call to call (a registered operator's constant) keeps its prepared form."""
+    call to call (a registered operator's constant) keeps its prepared form. `shift`: whether
+    the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
+    form's (warpgroups along M, along N, pixels per warpgroup))."""
     import cupy
 
     plan = _plan(
@@ -184,8 +227,9 @@ def tensor_core(
         next(a for a in (16, 4, 1) if x.data.ptr % a == 0),
         kernel,
         tile,
+        shift,
     )
-    wp, bias, zp_dev = _prepared_filter(w, q, plan.cgp, plan.kp, filter_cache)
+    wp, bias, zp_dev = _prepared_filter(w, q, plan.cgp, plan.kp, filter_cache, plan.filter_layout)
     if plan.xn_shape is None:
         xn = x
     else:
@@ -208,6 +252,7 @@ def _plan(
     alignment: int,  # of the input's address: 16, 4 or 1
     kernel: Kernel,
     tile: tuple[int, int] | None,
+    shift: tuple[int, int, int] | bool,
 ) -> _GemmPlan:
     from .convolution_integer import _Problem  # that module imports this one
 
@@ -226,7 +271,7 @@ def _plan(
         hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots):
-            args = (x_shape, x_strides, x_dtype, w_dtype, alignment, "mma_sync", None)
+            args = (x_shape, x_strides, x_dtype, w_dtype, alignment, "mma_sync", None, False)
             return _plan(device, geometry, zw_any, *args)  # with its own tile
     xn_shape: tuple[int, int, int, int] | None = None
     prep_x = None
@@ -248,6 +293,10 @@ def _plan(
             *map(np.int64, x_strides),
         )
 
+    if kernel == "wgmma" and tile is None and shift is not False:
+        shifted = _shift_plan(q, cgp, slots, kp, hpad, wpad, zw_any, w_dtype, x_dtype, shift)
+        if shifted is not None:
+            return _GemmPlan("wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, *shifted)
     pixels = n * q.oh * q.ow
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
     if tile is None:
@@ -285,3 +334,65 @@ def _plan(
         zx_pattern = np.uint32(zx_byte * 0x01010101)
         gemm_args = (*(np.int32(v) for v in (*ints, *tail)), zx_pattern)
     return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, gemm, gemm_args)
+
+
+def _shift_plan(
+    q: _Problem,
+    cgp: int,
+    slots: int,
+    kp: int,
+    hpad: int,
+    wpad: int,
+    zw_any: bool,
+    w_dtype: str,
+    x_dtype: str,
+    shift: tuple[int, int, int] | bool,
+) -> tuple[Launch, tuple[Any, ...], tuple[int, int]] | None:
+    """The shifted-window GEMM's launch, scalar arguments and filter layout, or None where the
+    shape is not
+    its (strides other than 1, other than 9 taps, channels per group not a multiple of 32, a
+    run of input pixels too long for shared memory). Its virtual pixels are the padded
+    input's: (N Hp Wp) of them, those outside the output computed and dropped."""
+    if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
+        raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
+    if (q.sh, q.sw) != (1, 1) or q.r * q.s != _SHIFT_TAPS or cgp % 32:
+        return None
+    pixels = q.n * hpad * wpad
+    reach = (q.r - 1) * q.dh * wpad + (q.s - 1) * q.dw  # the last tap's shift, in pixels
+    sms = sm_count()
+    best: tuple[float, int, int, int, int, int, int, int] | None = None
+    for wm, wn, bn, stages, per_sm, eff in SHIFT_TILES:
+        if shift is not True and shift != (wm, wn, bn):
+            continue
+        tn = wn * bn
+        run = tn + reach
+        # stages, then per column an offset and a sum, each warp's 16 x 40 output block, and
+        # per row of the run a sum
+        smem = stages * (_SHIFT_TAPS * 64 * wm * 32 + run * 32) + tn * 12 + wm * wn * 10240
+        smem += run * 4
+        if smem > _SMEM_LIMIT // per_sm or pixels + tn + reach > 2**31 - 1:
+            continue
+        tiles = math.ceil(pixels / tn) * math.ceil(q.mg / (64 * wm)) * q.g
+        # waves of tiles, times a tile's time: its work, times the CTAs sharing its SM
+        sharing = min(per_sm, math.ceil(tiles / sms))
+        cost = math.ceil(tiles / (sms * per_sm)) * 64 * wm * tn * sharing / eff
+        if best is None or cost < best[0]:
+            best = (cost, wm, wn, bn, stages, per_sm, run, smem)
+    if best is None:
+        return None
+    _, wm, wn, bn, stages, per_sm, run, smem = best
+    tiles_m = math.ceil(q.mg / (64 * wm))
+    tiles_n = math.ceil(pixels / (wn * bn))
+    tiles = tiles_m * tiles_n * q.g
+    template = (np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS)
+    gemm = launch(
+        _SM90A_SOURCE,
+        "conv_int_wgmma_shift",
+        *template,
+        grid=(min(tiles, sms * per_sm), 1, 1),
+        block=(128 * wm * wn, 1, 1),
+        shared_mem=smem,
+        options=_SM90A_OPTIONS,
+    )
+    ints = (q.n, hpad, wpad, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
+    return gemm, tuple(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles)), (64 * wm, tiles_m)

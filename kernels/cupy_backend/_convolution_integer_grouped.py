@@ -14,6 +14,7 @@ from ._common import (
     INT32_LIMIT,
     byte_value,
     contiguous_planes,
+    device_zero_points,
     fast_divmod,
     launch,
     plane_alignment,
@@ -79,10 +80,9 @@ def grouped_plan(x: Any, q: Any) -> GroupedPlan | None:
 
 def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
     """Launch the grouped kernel for `q` into `out` (N, M, OH, OW) int32."""
-    import cupy
 
     per_channel, zw_all = zero_point_argument(q.w_zp)
-    zp_dev = cupy.asarray(q.w_zp) if per_channel else out  # out: a placeholder, not read
+    zp_dev = device_zero_points(q.w_zp) if per_channel else out  # out: a placeholder, not read
     kernel = launch(
         _SOURCE,
         "conv_int_grouped",

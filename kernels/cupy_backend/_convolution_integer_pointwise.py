@@ -17,6 +17,7 @@ import numpy as np
 from ._common import (
     INT32_LIMIT,
     contiguous_planes,
+    device_zero_points,
     launch,
     plane_alignment,
     wrap32,
@@ -98,7 +99,7 @@ def _filter_rows(
         ldw = -(-q.c // 16) * 16
         rows = cupy.zeros((q.m, ldw), dtype=w.dtype)
         rows[:, : q.c] = w.reshape(q.m, q.c)
-    zp_dev = cupy.asarray(q.w_zp) if per_channel else rows
+    zp_dev = device_zero_points(q.w_zp) if per_channel else rows
     made = (rows, ldw, zp_dev)
     if cache is not None and hit is None:
         # Other calls read it from other streams: complete before it is shared.

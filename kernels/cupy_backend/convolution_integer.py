@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import DescriptorError
 from ..geometry import Window
-from ._common import INT32_LIMIT, byte_value, launch, sm_count, wrap32
+from ._common import INT32_LIMIT, byte_value, device_zero_points, launch, sm_count, wrap32
 from ._convolution_integer_depthwise import DepthwisePlan, depthwise, depthwise_plan
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
 from ._convolution_integer_grouped import GroupedPlan, grouped, grouped_plan
@@ -53,6 +53,10 @@ class Options:
     depthwise_dp4a: bool = True  # band kernel: dp4a tap rows where they apply (else multiply-adds)
     pointwise: bool = True  # "auto" (no forced GEMM or tile) runs 1x1 shapes it fits there
     grouped: bool = True  # "auto" (no forced GEMM or tile) runs 3x3 groups of 8-32 channels there
+    # wgmma GEMM without a forced tile: its shifted-window form where the shape allows (stride
+    # 1, 9 taps, channels per group a multiple of 32); a tuple (warpgroups along M, along N,
+    # pixels per warpgroup) forces one of its tiles
+    shifted: bool | tuple[int, int, int] = True
 
 
 _DEFAULT_OPTIONS = Options()
@@ -201,8 +205,8 @@ def convolution_integer(
     be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
     Launches on the current CuPy stream and returns a new C-contiguous array. `options` picks
     the kernels; `ran`, when given, gets what ran appended: a CUDA-core, pointwise or grouped
-    kernel's plan, or "wgmma", "mma_sync" (the tensor-core GEMMs), "naive" ("none" for an
-    empty output).
+    kernel's plan, or "wgmma", "wgmma_shift", "mma_sync" (the tensor-core GEMMs), "naive"
+    ("none" for an empty output).
     `filter_cache`, given only where `w` and its zero points are the same on every call (a
     registered operator's constants), keeps the filter's prepared form from call to call.
     """
@@ -262,7 +266,7 @@ def convolution_integer(
             what = group
         elif use_tc:
             kernel = gemm_kernel(options.tensor_cores)
-            what = tensor_core(x, w, out, q, kernel, options.tile, filter_cache)
+            what = tensor_core(x, w, out, q, kernel, options.tile, filter_cache, options.shifted)
         elif band is not None:
             depthwise(x, w, out, q, band)
             what = band
@@ -286,12 +290,11 @@ def _i64(v: int) -> np.int64:
 
 
 def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
-    import cupy
 
     total = out.size
     blocks = min(math.ceil(total / 256), 1 << 20)
     kernel = launch(_DIRECT_SOURCE, "conv_int_direct", w.dtype, x.dtype, grid=(blocks, 1, 1))
-    zp_dev = cupy.asarray(q.w_zp)
+    zp_dev = device_zero_points(q.w_zp)
     kernel(
         x,
         w,
@@ -305,7 +308,6 @@ def _direct(x: Any, w: Any, out: Any, q: _Problem) -> None:
 
 
 def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
-    import cupy
 
     mb, v, th, tw, iht, iwt, cc, threads, tiles_w, tiles, mchunks, nb, pipe = plan
     smem = 4 * (-(-cc * q.r * q.s * mb // 4) * 4 + cc * iht * iwt)
@@ -321,7 +323,7 @@ def _tiled(x: Any, w: Any, out: Any, q: _Problem, plan: TiledPlan) -> None:
         block=(threads, 1, 1),
         shared_mem=smem,
     )
-    zp_dev = cupy.asarray(q.w_zp)
+    zp_dev = device_zero_points(q.w_zp)
     ints = (
         q.n,
         *q.cuda_core_ints(),

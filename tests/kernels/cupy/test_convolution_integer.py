@@ -381,7 +381,7 @@ def test_prep_x_plane_reads(hw: tuple[int, int], view: Callable[[Any], Any] | No
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
     got, want = _run(x, w, 128, zw, *geometry, channels, ran=ran)
     np.testing.assert_array_equal(got, want)
-    assert ran[0] in ("wgmma", "mma_sync")
+    assert ran[0] in ("wgmma", "wgmma_shift", "mma_sync")
 
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma_sync"])
@@ -468,3 +468,17 @@ def test_gemm_plan_kept_per_geometry() -> None:
     assert exact(x, w, 128, np.zeros(48, np.int32)) == 2
     assert exact(x, w, 7, zw()) == 3
     assert exact(x, w, 128, zw(), view=lambda a: a[:, :, :, 1:]) == 4
+
+
+def test_zero_points_uploaded_once_per_vector() -> None:
+    """Filter zero points go to the device once per distinct vector (a bounded cache), so a
+    call puts no host-to-device copy between its kernels; equal vectors share one array."""
+    import cupy
+
+    common = launcher("_common")
+    a = common.device_zero_points(np.arange(8, dtype=np.int32))
+    b = common.device_zero_points(np.arange(8, dtype=np.int64))  # same values, other dtype
+    c = common.device_zero_points(np.arange(1, 9, dtype=np.int32))
+    assert a is b and a is not c
+    np.testing.assert_array_equal(cupy.asnumpy(c), np.arange(1, 9))
+    assert common._device_zero_points.cache_info().maxsize == common._ZERO_POINT_ARRAYS

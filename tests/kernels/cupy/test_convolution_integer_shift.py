@@ -1,0 +1,137 @@
+"""CuPy CONVOLUTION_INTEGER: the shifted-window wgmma GEMM (stride 1, nine taps, channels per
+group a multiple of 32), against the NumPy reference, bit-exact, each call asserting that it ran.
+It runs on compute capability 9.0 only; elsewhere these shapes take the mma.sync GEMM and the
+tests say so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ._conv_support import PAIRS, check, random_int8, random_zero_point, zero_points
+from ._support import launcher
+
+pytestmark = pytest.mark.gpu
+
+
+def _expected() -> str:
+    import cupy
+
+    return "wgmma_shift" if str(cupy.cuda.Device().compute_capability) == "90" else "mma_sync"
+
+
+def _tiles() -> list[tuple[int, int, int]]:
+    gemm = launcher("_convolution_integer_gemm")
+    return [(wm, wn, bn) for wm, wn, bn, *_ in gemm.SHIFT_TILES]
+
+
+def _options(tile: tuple[int, int, int] | None = None) -> Any:
+    return launcher("convolution_integer").Options(shifted=tile if tile is not None else True)
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
+def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 13])
+    x = random_int8(rng, (2, 64, 12, 11), xt)
+    w = random_int8(rng, (72, 64, 3, 3), wt)
+    zx = 0 if zp_mode == "none" else random_zero_point(rng, xt)
+    zw = zero_points(rng, zp_mode, wt, 72)
+    what = check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options())
+    assert what == _expected()
+
+
+@pytest.mark.parametrize("tile", _tiles())
+@pytest.mark.parametrize(
+    ("shape", "k", "dilations", "start", "end", "groups"),
+    [
+        ((2, 64, 28, 28, 128), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # ResNet-like
+        ((1, 96, 13, 9, 40), (3, 3), (2, 1), (2, 0), (1, 3), 1),  # odd sizes, 40 outputs
+        ((3, 64, 7, 7, 200), (3, 3), (1, 1), (1, 1), (1, 1), 2),  # groups of 32, 100 outputs each
+        ((2, 32, 30, 17, 64), (3, 3), (1, 2), (0, 0), (0, 0), 1),  # no padding
+        ((2, 32, 5, 40, 24), (1, 9), (1, 1), (0, 4), (0, 4), 1),  # a 1 x 9 window
+        ((1, 64, 21, 3, 16), (9, 1), (2, 1), (9, 0), (7, 0), 1),  # 9 x 1, padding past it
+    ],
+)
+def test_tiles_and_geometry(
+    tile: tuple[int, int, int],
+    shape: tuple[int, ...],
+    k: tuple[int, int],
+    dilations: tuple[int, int],
+    start: tuple[int, int],
+    end: tuple[int, int],
+    groups: int,
+) -> None:
+    n, c, h, wd, m = shape
+    rng = np.random.default_rng([*shape, *tile])
+    x = random_int8(rng, (n, c, h, wd), np.uint8)
+    w = random_int8(rng, (m, c // groups, *k), np.int8)
+    for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
+        what = check(x, w, 128, zw, (1, 1), dilations, start, end, groups, options=_options(tile))
+        assert what == _expected()
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a[:, 32:96],  # a channel slice: planes 4-byte aligned, not 16
+        lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2),  # NHWC storage
+        lambda a: a[:, :, 1:, ::2],  # strided rows and columns
+    ],
+    ids=["channels", "nhwc", "strided"],
+)
+def test_views(view: Callable[[Any], Any]) -> None:
+    rng = np.random.default_rng(4)
+    x = random_int8(rng, (2, 128, 15, 16), np.int8)
+    c = 64 if view(np.zeros((1, 128, 15, 16))).shape[1] == 64 else 128
+    w = random_int8(rng, (64, c, 3, 3), np.uint8)
+    zw = rng.integers(0, 256, 64).astype(np.int32)
+    what = check(x, w, -5, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, view=view, options=_options())
+    assert what == _expected()
+
+
+def test_sums_past_32_bits() -> None:
+    """K = 9 x 4096: the sums wrap modulo 2^32 exactly as the reference's."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(200, 256, (1, 4096, 4, 4)).astype(np.uint8)
+    w = rng.integers(-128, -100, (64, 4096, 3, 3)).astype(np.int8)
+    zw = np.full(64, 127, np.int32)
+    assert check(x, w, 0, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options()) == _expected()
+
+
+@pytest.mark.parametrize(
+    ("c", "strides", "k"),
+    [(48, (1, 1), (3, 3)), (64, (2, 2), (3, 3)), (64, (1, 1), (2, 2)), (64, (1, 1), (5, 5))],
+)
+def test_shapes_that_take_the_other_gemm(c: int, strides: tuple[int, int], k: Any) -> None:
+    """Channels per group not a multiple of 32, strides, other tap counts: the tap-by-tap GEMM."""
+    rng = np.random.default_rng(c + strides[0] + k[0])
+    x = random_int8(rng, (2, c, 10, 10), np.uint8)
+    w = random_int8(rng, (32, c, *k), np.int8)
+    zw = np.zeros(32, np.int32)
+    what = check(x, w, 128, zw, strides, (1, 1), (1, 1), (1, 1), 1, options=_options())
+    assert what in ("wgmma", "mma_sync")
+
+
+def test_option_keeps_the_tap_by_tap_gemm() -> None:
+    rng = np.random.default_rng(6)
+    x = random_int8(rng, (2, 64, 9, 9), np.uint8)
+    w = random_int8(rng, (32, 64, 3, 3), np.int8)
+    options = launcher("convolution_integer").Options(shifted=False)
+    what = check(x, w, 128, np.zeros(32, np.int32), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+                 options=options)  # fmt: skip
+    assert what in ("wgmma", "mma_sync")
+
+
+def test_unknown_forced_tile_is_refused() -> None:
+    rng = np.random.default_rng(8)
+    x = random_int8(rng, (1, 64, 6, 6), np.uint8)
+    w = random_int8(rng, (32, 64, 3, 3), np.int8)
+    if _expected() != "wgmma_shift":
+        pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
+    with pytest.raises(ValueError, match="shifted tile"):
+        check(x, w, 128, np.zeros(32, np.int32), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+              options=_options((3, 1, 64)))  # fmt: skip
