@@ -173,14 +173,21 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     ran: list[Any] = []
     mod.convolution_integer(xs[0], w, 128, zw, *geo, g, ran=ran)
     kinds = {mod.PointwisePlan: "pointwise", mod.GroupedPlan: "grouped"}
-    if type(ran[0]) in kinds:  # the pointwise or grouped kernel: the path it replaced
-        previous_options = mod.Options(pointwise=False, grouped=False)
+    if type(ran[0]) in kinds or ran[0] == "wgmma_shift":  # timed beside the path it replaced
+        previous_options = mod.Options(pointwise=False, grouped=False, shifted=False)
+        previous_cache: dict[Any, Any] = {}
 
         def previous(i: int) -> Any:
             return mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, previous_options)
 
-        row["kernel"] = kinds[type(ran[0])]
+        def previous_registered(i: int) -> Any:
+            return mod.convolution_integer(
+                xs[i % 3], w, 128, zw, *geo, g, previous_options, filter_cache=previous_cache
+            )
+
+        row["kernel"] = kinds.get(type(ran[0]), "shifted-window GEMM")
         row["ours_previous_ms"] = time_ms(previous, inner, reps, 3)
+        row["ours_previous_registered_ms"] = time_ms(previous_registered, inner, reps, 3)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
 
         def variant(options: Any) -> Callable[[int], Any]:
@@ -233,6 +240,16 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
                 key = f"{kernel} {bm}x{bn}"
                 row["tiles"][key] = time_ms(tiled, inner, max(3, reps // 3), 2)
+        if ran[0] == "wgmma_shift":  # the shifted-window GEMM's tiles, filter kept prepared
+            for wm, wn, bn, *_ in gemm.SHIFT_TILES:
+                shifted = mod.Options(shifted=(wm, wn, bn))
+                kept: dict[Any, Any] = {}
+
+                def shift_tiled(i: int, o: Any = shifted, c: Any = kept) -> Any:
+                    return mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, o, None, c)
+
+                key = f"shift {64 * wm}x{wn * bn} registered"
+                row["tiles"][key] = time_ms(shift_tiled, inner, max(3, reps // 3), 2)
 
     # Torch-user path: unfold (fp16) -> int8 columns -> _int_mm with column-major B.
     kk = c * case.k * case.k
@@ -339,26 +356,34 @@ def main() -> None:
                 flush=True,
             )
     for r in rows:
-        if "ours_previous_ms" in r:  # the pointwise or grouped kernel against the path before
+        if "ours_previous_ms" in r:  # a newer kernel against the path before it
             copy_gb = (r["x_bytes"] + r["out_bytes"]) / 1e9
+            previous_name = (
+                "tap-by-tap wgmma GEMM"
+                if r["kernel"] == "shifted-window GEMM"
+                else "tensor-core GEMM path"
+            )
             print(
                 f"\n{r['kernel']} {r['case']}: {r['ours_ms'] * 1e3:.1f} us "
                 f"({copy_gb / (r['ours_ms'] * 1e-3):.0f} GB/s in+out), registered "
-                f"{r['registered_ms'] * 1e3:.1f} us, tensor-core GEMM path "
-                f"{r['ours_previous_ms'] * 1e3:.1f} us, "
+                f"{r['registered_ms'] * 1e3:.1f} us, {previous_name} "
+                f"{r['ours_previous_ms'] * 1e3:.1f} us (registered "
+                f"{r['ours_previous_registered_ms'] * 1e3:.1f} us), "
                 f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us; "
                 f"ours/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
                 f"registered/cuDNN {r['cudnn_fp16_ms'] / r['registered_ms']:.2f}x, "
-                f"ours/GEMM path {r['ours_previous_ms'] / r['ours_ms']:.2f}x",
+                f"ours/previous {r['ours_previous_ms'] / r['ours_ms']:.2f}x "
+                f"(registered {r['ours_previous_registered_ms'] / r['registered_ms']:.2f}x)",
                 flush=True,
             )
     if args.sweep:
-        print("\n| layer | " + " | ".join(f"{t} ms" for t in rows[0]["tiles"]) + " |")
-        print("|---|" + "---|" * len(rows[0]["tiles"]))
+        keys = list(dict.fromkeys(k for r in rows for k in r.get("tiles", {})))
+        print("\n| layer | " + " | ".join(f"{t} ms" for t in keys) + " |")
+        print("|---|" + "---|" * len(keys))
         for r in rows:
             if "tiles" not in r:
                 continue
-            cells = " | ".join(f"{v:.4f}" for v in r["tiles"].values())
+            cells = " | ".join(fmt(r["tiles"].get(k), ".4f") for k in keys)
             print(f"| {r['case']} | {cells} |")
 
 

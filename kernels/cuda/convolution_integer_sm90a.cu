@@ -64,6 +64,7 @@ __device__ __forceinline__ void fence_proxy_async() {
         "+r"(d[i + 6]), "+r"(d[i + 7])
 #define DML_WG_R32(i) DML_WG_R8(i), DML_WG_R8(i + 8), DML_WG_R8(i + 16), DML_WG_R8(i + 24)
 #define DML_WG_R64(i) DML_WG_R32(i), DML_WG_R32(i + 32)
+#define DML_WG_R112(i) DML_WG_R64(i), DML_WG_R32(i + 64), DML_WG_R8(i + 96), DML_WG_R8(i + 104)
 #define DML_WG_R128(i) DML_WG_R64(i), DML_WG_R64(i + 64)
 #define DML_WG_ASM(SHAPE, ATYPE, BTYPE, REGS, DA, DB, SCALE, OPERANDS)                            \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                \
@@ -75,6 +76,9 @@ __device__ __forceinline__ void fence_proxy_async() {
     DML_WG_ASM("m64n64k32", A, B, DML_WG_P0 ", " DML_WG_P16, "%32", "%33", "%34", DML_WG_R32(0))
 #define DML_WG_N128(A, B) \
     DML_WG_ASM("m64n128k32", A, B, DML_WG_P0_63, "%64", "%65", "%66", DML_WG_R64(0))
+#define DML_WG_N224(A, B)                                                                     \
+    DML_WG_ASM("m64n224k32", A, B, DML_WG_P0_63 ", " DML_WG_P64 ", " DML_WG_P80 ", " DML_WG_P96, \
+               "%112", "%113", "%114", DML_WG_R112(0))
 #define DML_WG_N256(A, B)                                                                 \
     DML_WG_ASM("m64n256k32", A, B, DML_WG_P0_63 ", " DML_WG_P64_127, "%128", "%129", "%130", \
                DML_WG_R128(0))
@@ -98,6 +102,8 @@ __device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsi
         DML_WG_PAIR(DML_WG_N64)
     } else if constexpr (N == 128) {
         DML_WG_PAIR(DML_WG_N128)
+    } else if constexpr (N == 224) {
+        DML_WG_PAIR(DML_WG_N224)
     } else {
         static_assert(N == 256, "wgmma N");
         DML_WG_PAIR(DML_WG_N256)
@@ -106,8 +112,10 @@ __device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsi
 }
 #undef DML_WG_N64
 #undef DML_WG_N128
+#undef DML_WG_N224
 #undef DML_WG_N256
 #undef DML_WG_ASM
+#undef DML_WG_R112
 #undef DML_WG_R128
 #undef DML_WG_R64
 #undef DML_WG_R32
@@ -566,40 +574,48 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // row: whole lines, where the fragments' own layout would give 32-byte pieces of 8
             // rows. Fragment layout: warp w of the warpgroup holds rows 16 w + l / 4 and + 8;
             // per n8 block j, columns 8 j + 2 (l % 4) + {0, 1}.
+            // The bias and z_w terms are added in the fragments (a thread's two rows are
+            // fixed), so the store loop only moves words.
             const int warp = tid >> 5;
             int* wst = epi + warp * (16 * EPI_PITCH);
             const int row0 = tm * BM + wm * 64 + (warp & 3) * 16;  // the warp's first row
             const int rows = Mg - row0;  // of which rows < 16 exist
-            unsigned bl = 0u, zl = 0u;  // lane r < 16: row r's bias and filter zero point
-            if (lane < 16 && lane < rows) {
-                bl = static_cast<unsigned>(bias[g * Mg + row0 + lane]);
-                if constexpr (ZW) zl = static_cast<unsigned>(w_zp[g * Mg + row0 + lane]);
+            unsigned bm[2], zw[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = (lane >> 2) + 8 * h;
+                const int m = g * Mg + (r < rows ? row0 + r : Mg - 1);  // any row of the group
+                bm[h] = static_cast<unsigned>(bias[m]);
+                zw[h] = ZW ? static_cast<unsigned>(w_zp[m]) : 0u;
             }
-            const long long mbase = static_cast<long long>(g * Mg + row0) * P;
+            int* const out_rows = out + static_cast<long long>(g * Mg + row0) * P;
 #pragma unroll
             for (int ch = 0; ch < BN / 32; ++ch) {
 #pragma unroll
                 for (int jj = 0; jj < 4; ++jj) {
+                    const int col = 8 * jj + 2 * (lane & 3);
+                    int2 xs = make_int2(0, 0);
+                    if constexpr (ZW) {
+                        xs = *reinterpret_cast<const int2*>(xs_sum + wn * BN + 32 * ch + col);
+                    }
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const int e = 4 * (4 * ch + jj) + 2 * h;
-                        *reinterpret_cast<int2*>(wst + ((lane >> 2) + 8 * h) * EPI_PITCH +
-                                                 8 * jj + 2 * (lane & 3)) =
-                            make_int2(acc[e], acc[e + 1]);
+                        const unsigned v0 = static_cast<unsigned>(acc[e]) + bm[h] -
+                                            zw[h] * static_cast<unsigned>(xs.x);
+                        const unsigned v1 = static_cast<unsigned>(acc[e + 1]) + bm[h] -
+                                            zw[h] * static_cast<unsigned>(xs.y);
+                        *reinterpret_cast<int2*>(wst + ((lane >> 2) + 8 * h) * EPI_PITCH + col) =
+                            make_int2(static_cast<int>(v0), static_cast<int>(v1));
                     }
                 }
                 __syncwarp();
-                const int c = wn * BN + 32 * ch + lane;
-                const long long off = col_off[c];
-                const unsigned xs = ZW ? static_cast<unsigned>(xs_sum[c]) : 0u;
+                const long long off = col_off[wn * BN + 32 * ch + lane];
+                if (off >= 0) {
+                    int* o = out_rows + off;
 #pragma unroll 4
-                for (int r = 0; r < 16; ++r) {
-                    const unsigned b = __shfl_sync(0xffffffffu, bl, r);
-                    const unsigned z = ZW ? __shfl_sync(0xffffffffu, zl, r) : 0u;
-                    const unsigned v =
-                        static_cast<unsigned>(wst[r * EPI_PITCH + lane]) + b - z * xs;
-                    if (r < rows && off >= 0) {
-                        out[mbase + r * static_cast<long long>(P) + off] = static_cast<int>(v);
+                    for (int r = 0; r < 16; ++r) {
+                        if (r < rows) o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];
                     }
                 }
                 __syncwarp();
@@ -632,5 +648,7 @@ DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false);
+DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true);
 #undef DML_WS_INST
 #endif
