@@ -253,7 +253,8 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
     # Torch-user path: unfold (fp16) -> int8 columns -> _int_mm with column-major B.
     kk = c * case.k * case.k
-    if g == 1 and kk % 8 == 0 and m % 8 == 0:
+    rows_mm = n * oh * oh  # _int_mm wants more than 16 rows and every size a multiple of 8
+    if g == 1 and kk % 8 == 0 and m % 8 == 0 and rows_mm % 8 == 0 and rows_mm > 16:
         xt = [torch.as_tensor(x.view(np.int8), device="cuda") for x in xs]  # int8 data for _int_mm
         wt = torch.as_tensor(w, device="cuda").reshape(m, kk).contiguous().t()  # column-major
 
