@@ -93,6 +93,24 @@ def test_views(view: Callable[[Any], Any]) -> None:
     assert what == _expected()
 
 
+@pytest.mark.parametrize("pad", [0, 1])
+@pytest.mark.parametrize("zp_mode", ["none", "channel"])
+def test_channels_last_input(pad: int, zp_mode: str) -> None:
+    """An input stored (N, H, W, C): without padding the GEMM reads it where it lies, with
+    padding through the transform like any other layout."""
+    rng = np.random.default_rng([pad, len(zp_mode)])
+    x = random_int8(rng, (2, 64, 9, 10), np.uint8)
+    w = random_int8(rng, (48, 64, 3, 3), np.int8)
+    zw = zero_points(rng, zp_mode, np.int8, 48)
+
+    def nhwc(a: Any) -> Any:
+        return a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
+
+    geometry = ((1, 1), (1, 1), (pad, pad), (pad, pad), 1)
+    what = check(x, w, 3, zw, *geometry, view=nhwc, options=_options())
+    assert what == _expected()
+
+
 def test_sums_past_32_bits() -> None:
     """K = 9 x 4096: the sums wrap modulo 2^32 exactly as the reference's."""
     rng = np.random.default_rng(9)
