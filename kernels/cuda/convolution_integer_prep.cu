@@ -10,9 +10,9 @@ namespace dml {
 // Filter prep: w (M, Cg, R, S) strided -> wp (M, R*S*Cgp), zero in the padded channels, and
 // bias[m] = K' z_x z_w[m] - z_x * sum w[m] (mod 2^32), K' = R*S*Cgp. One block per m. With
 // `staged` (the row's Cg*R*S bytes fit the block's dynamic shared memory), the block first
-// copies the row into shared memory in (c, r, s) order, reading consecutive bytes of a packed
-// filter; then each thread forms whole 4-byte words (4 consecutive channels of one tap; Cgp is
-// a multiple of 16) spread over every (tap, word) of the row.
+// copies the row into shared memory in (c, r, s) order (consecutive bytes of a packed filter,
+// as one run); then, tap by tap, each thread forms whole 4-byte words (4 consecutive channels;
+// Cgp is a multiple of 16).
 // BM > 0: the shifted-window GEMM's layout instead (convolution_integer_sm90a.cu): per group,
 // tile of BM output channels and chunk of 32 channels, the chunk's bytes as the shared stage
 // holds them, [tap][16-byte half][BM rows] x 16 bytes (rows past Mg are never read).
@@ -38,36 +38,51 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
               (m - g * Mg - tm * BM) * 16;
     }
     if (staged) {
-        for (int i = threadIdx.x; i < Cg * RS; i += blockDim.x) {
-            const int c = i / RS;
-            const int rs = i - c * RS;
-            const int r = rs / S;
-            w_row[i] = wm[c * ws_c + r * ws_r + (rs - r * S) * ws_s];
+        if (ws_s == 1 && ws_r == S && ws_c == RS) {  // a packed row: one run of bytes
+            for (int i = threadIdx.x; i < Cg * RS; i += blockDim.x) w_row[i] = wm[i];
+        } else {
+            for (int c = threadIdx.x; c < Cg; c += blockDim.x) {
+                int r = 0;
+                int s = 0;
+#pragma unroll 4
+                for (int rs = 0; rs < RS; ++rs) {
+                    w_row[c * RS + rs] = wm[c * ws_c + r * ws_r + s * ws_s];
+                    if (++s == S) {
+                        s = 0;
+                        ++r;
+                    }
+                }
+            }
         }
         __syncthreads();
     }
     int sum = 0;
-    const int quads = Cgp >> 2;
-    for (int wi = threadIdx.x; wi < RS * quads; wi += blockDim.x) {
-        const int rs = wi / quads;
-        const int c4 = (wi - rs * quads) << 2;
-        const int r = rs / S;
-        const unsigned char* src = wm + r * ws_r + (rs - r * S) * ws_s;
-        unsigned v = 0u;
+    int r = 0;
+    int s = 0;
+    for (int rs = 0; rs < RS; ++rs) {  // taps outside, the row's words spread over the block
+        const unsigned char* src = wm + r * ws_r + s * ws_s;
+        for (int c4 = 4 * threadIdx.x; c4 < Cgp; c4 += 4 * blockDim.x) {
+            unsigned v = 0u;
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            if (c4 + b < Cg) {
-                const unsigned byte = staged ? w_row[(c4 + b) * RS + rs] : src[(c4 + b) * ws_c];
-                v |= byte << (8 * b);
+            for (int b = 0; b < 4; ++b) {
+                if (c4 + b < Cg) {
+                    const unsigned byte =
+                        staged ? w_row[(c4 + b) * RS + rs] : src[(c4 + b) * ws_c];
+                    v |= byte << (8 * b);
+                }
             }
+            if (BM > 0) {
+                *reinterpret_cast<unsigned*>(row + (c4 >> 5) * chunk_bytes +
+                                             (rs * 2 + ((c4 >> 4) & 1)) * BM * 16 + (c4 & 15)) = v;
+            } else {
+                *reinterpret_cast<unsigned*>(row + rs * Cgp + c4) = v;
+            }
+            sum = conv::byte_sum<WS>(v, sum);
         }
-        if (BM > 0) {
-            *reinterpret_cast<unsigned*>(row + (c4 >> 5) * chunk_bytes +
-                                         (rs * 2 + ((c4 >> 4) & 1)) * BM * 16 + (c4 & 15)) = v;
-        } else {
-            *reinterpret_cast<unsigned*>(row + rs * Cgp + c4) = v;
+        if (++s == S) {
+            s = 0;
+            ++r;
         }
-        sum = conv::byte_sum<WS>(v, sum);
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
