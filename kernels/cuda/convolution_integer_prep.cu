@@ -23,7 +23,7 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
                                 int Mg, int BM, int tiles_m, int staged, long long ws_m,
                                 long long ws_c, long long ws_r, long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
-    extern __shared__ unsigned char w_row[];
+    extern __shared__ __align__(16) unsigned char w_row[];
     __shared__ int partial[32];
     const int m = blockIdx.x;
     const int RS = Kp / Cgp;
@@ -38,8 +38,17 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
               (m - g * Mg - tm * BM) * 16;
     }
     if (staged) {
-        if (ws_s == 1 && ws_r == S && ws_c == RS) {  // a packed row: one run of bytes
-            for (int i = threadIdx.x; i < Cg * RS; i += blockDim.x) w_row[i] = wm[i];
+        const int n = Cg * RS;
+        if (ws_s == 1 && ws_r == S && ws_c == RS &&
+            ((reinterpret_cast<unsigned long long>(wm) | n) & 15) == 0) {
+            // a packed row, 16-byte aligned: one 16-byte load a thread (a loop of dependent
+            // byte loads would wait out the memory latency once per byte)
+            for (int i = threadIdx.x; i < n / 16; i += blockDim.x) {
+                reinterpret_cast<uint4*>(w_row)[i] = reinterpret_cast<const uint4*>(wm)[i];
+            }
+        } else if (ws_s == 1 && ws_r == S && ws_c == RS) {  // packed: one run of bytes
+#pragma unroll 8
+            for (int i = threadIdx.x; i < n; i += blockDim.x) w_row[i] = wm[i];
         } else {
             for (int c = threadIdx.x; c < Cg; c += blockDim.x) {
                 int r = 0;
