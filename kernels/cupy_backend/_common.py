@@ -160,25 +160,31 @@ def device_zero_points(zero_points: np.ndarray) -> Any:
     """The filter zero points as an int32 array on the current device, uploaded once per
     distinct vector and device and then reused: an upload per call would put a host-to-device
     copy between the call's kernels (the GPU switches to a copy engine and back, several
-    microseconds). The cache holds at most `_ZERO_POINT_ARRAYS` vectors; the arrays are only
-    ever read."""
+    microseconds). A kept array is never dropped (a kernel on another stream may still be
+    reading it, and freed memory goes back to the pool for reuse); past `_ZERO_POINT_ARRAYS`
+    vectors, a call uploads its own on its stream, as it does its other temporaries."""
     import cupy
 
     raw = np.ascontiguousarray(zero_points, np.int32).tobytes()
-    return _device_zero_points(cupy.cuda.Device().id, raw)
+    key = (cupy.cuda.Device().id, raw)
+    kept = _zero_point_arrays.get(key)
+    if kept is not None:
+        return kept
+    array = cupy.asarray(np.frombuffer(raw, np.int32))  # on this call's stream
+    with _zero_point_lock:
+        kept = _zero_point_arrays.get(key)
+        if kept is not None:
+            return kept
+        if len(_zero_point_arrays) < _ZERO_POINT_ARRAYS:
+            # Other streams will read it: the upload completes before it is shared.
+            cupy.cuda.get_current_stream().synchronize()
+            _zero_point_arrays[key] = array
+    return array
 
 
 _ZERO_POINT_ARRAYS = 64
-
-
-@functools.lru_cache(maxsize=_ZERO_POINT_ARRAYS)
-def _device_zero_points(device: int, raw: bytes) -> Any:
-    import cupy
-
-    array = cupy.asarray(np.frombuffer(raw, np.int32))
-    # Other streams will read it: the upload completes before it is shared.
-    cupy.cuda.get_current_stream().synchronize()
-    return array
+_zero_point_arrays: dict[tuple[int, bytes], Any] = {}
+_zero_point_lock = threading.Lock()
 
 
 def byte_value(value: int, signed: bool) -> bool:

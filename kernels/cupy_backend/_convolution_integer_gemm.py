@@ -40,7 +40,9 @@ _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
-_PREP_W_STAGED = 48 * 1024  # filter prep: largest row (bytes) it stages in shared memory
+# Filter prep: the largest row (bytes) it stages in shared memory: the default dynamic limit
+# (48 KB, no opt-in) less the kernel's static shared memory (its 32 partial sums).
+_PREP_W_STAGED = 48 * 1024 - 128
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -71,7 +73,13 @@ SHIFT_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
     (1, 1, 256, 3, 2, 0.9),
 )
 _SHIFT_TAPS = 9
-_SMEM_LIMIT = 227 * 1024  # opt-in shared memory per CTA on sm_90
+# Shared memory on sm_90: at most 227 KB a CTA, 228 KB an SM of which the driver takes 1 KB
+# per resident CTA.
+_SMEM_CTA = 227 * 1024
+_SMEM_SM = 228 * 1024
+# The shifted-window GEMM computes every virtual pixel of the padded input; past this many per
+# output pixel (wide dilations over narrow outputs, say) the tap-by-tap GEMM runs instead.
+_SHIFT_MAX_VIRTUAL = 4
 
 
 @functools.cache
@@ -131,7 +139,10 @@ def _prepared_filter(
 
     key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(), kp,
            *layout)  # fmt: skip
-    hit = cache.get("filter") if cache is not None else None
+    # one entry per layout (at most three for a filter: the plain one, BM = 64 and 128), so
+    # calls whose shapes pick different GEMMs each keep theirs
+    slot: Hashable = "filter" if layout == (0, 0) else ("filter", *layout)
+    hit = cache.get(slot) if cache is not None else None
     if hit is not None and hit[0] == key:
         prepared: tuple[Any, Any, Any] = hit[1]
         return prepared
@@ -155,7 +166,7 @@ def _prepared_filter(
     if cache is not None and hit is None:
         # Other calls read it from other streams: complete before it is shared.
         cupy.cuda.get_current_stream().synchronize()
-        cache.setdefault("filter", (key, (wp, bias, zp_dev)))
+        cache.setdefault(slot, (key, (wp, bias, zp_dev)))
     return wp, bias, zp_dev
 
 
@@ -351,15 +362,17 @@ def _shift_plan(
     shift: tuple[int, int, int] | bool,
 ) -> tuple[Launch, tuple[Any, ...], tuple[int, int]] | None:
     """The shifted-window GEMM's launch, scalar arguments and filter layout, or None where the
-    shape is not
-    its (strides other than 1, other than 9 taps, channels per group not a multiple of 32, a
-    run of input pixels too long for shared memory). Its virtual pixels are the padded
-    input's: (N Hp Wp) of them, those outside the output computed and dropped."""
+    shape is not its (strides other than 1, other than 9 taps, channels per group not a
+    multiple of 32, more than `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of
+    input pixels too long for shared memory). Its virtual pixels are the padded input's:
+    (N Hp Wp) of them, those outside the output computed and dropped."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
     if (q.sh, q.sw) != (1, 1) or q.r * q.s != _SHIFT_TAPS or cgp % 32:
         return None
     pixels = q.n * hpad * wpad
+    if pixels > _SHIFT_MAX_VIRTUAL * q.n * q.oh * q.ow:
+        return None
     reach = (q.r - 1) * q.dh * wpad + (q.s - 1) * q.dw  # the last tap's shift, in pixels
     sms = sm_count()
     best: tuple[float, int, int, int, int, int, int, int] | None = None
@@ -372,7 +385,8 @@ def _shift_plan(
         # per row of the run a sum
         smem = stages * (_SHIFT_TAPS * 64 * wm * 32 + run * 32) + tn * 12 + wm * wn * 10240
         smem += run * 4
-        if smem > _SMEM_LIMIT // per_sm or pixels + tn + reach > 2**31 - 1:
+        fits = smem <= min(_SMEM_CTA, _SMEM_SM // per_sm - 1024)
+        if not fits or pixels + tn + reach > 2**31 - 1:
             continue
         tiles = math.ceil(pixels / tn) * math.ceil(q.mg / (64 * wm)) * q.g
         # waves of tiles, times a tile's time: its work, times the CTAs sharing its SM

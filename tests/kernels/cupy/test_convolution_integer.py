@@ -366,6 +366,8 @@ def test_depthwise_one_dimensional() -> None:
         ((14, 14), None),  # 196-byte planes: 4-byte reads
         ((6, 6), lambda a: a[:, 1::2]),  # 36-byte planes from byte 36: 4-byte reads
         ((5, 7), None),  # 35-byte planes: byte gathers
+        ((17, 20), None),  # 340-byte planes: 4-byte reads, several blocks of pixels a plane
+        ((9, 12), lambda a: a[:, :32, :, ::2]),  # every other column: byte gathers
     ],
 )
 def test_prep_x_plane_reads(hw: tuple[int, int], view: Callable[[Any], Any] | None) -> None:
@@ -470,9 +472,10 @@ def test_gemm_plan_kept_per_geometry() -> None:
     assert exact(x, w, 128, zw(), view=lambda a: a[:, :, :, 1:]) == 4
 
 
-def test_zero_points_uploaded_once_per_vector() -> None:
-    """Filter zero points go to the device once per distinct vector (a bounded cache), so a
-    call puts no host-to-device copy between its kernels; equal vectors share one array."""
+def test_zero_points_uploaded_once_per_vector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filter zero points go to the device once per distinct vector, so a call puts no
+    host-to-device copy between its kernels; equal vectors share one array. Kept arrays are
+    never dropped: once `_ZERO_POINT_ARRAYS` are kept, a new vector is uploaded per call."""
     import cupy
 
     common = launcher("_common")
@@ -481,4 +484,9 @@ def test_zero_points_uploaded_once_per_vector() -> None:
     c = common.device_zero_points(np.arange(1, 9, dtype=np.int32))
     assert a is b and a is not c
     np.testing.assert_array_equal(cupy.asnumpy(c), np.arange(1, 9))
-    assert common._device_zero_points.cache_info().maxsize == common._ZERO_POINT_ARRAYS
+    assert len(common._zero_point_arrays) <= common._ZERO_POINT_ARRAYS
+    monkeypatch.setattr(common, "_ZERO_POINT_ARRAYS", len(common._zero_point_arrays))  # full
+    new = np.arange(100, 108, dtype=np.int32)
+    d, e = common.device_zero_points(new), common.device_zero_points(new)
+    assert d is not e and common.device_zero_points(np.arange(8)) is a
+    np.testing.assert_array_equal(cupy.asnumpy(e), new)

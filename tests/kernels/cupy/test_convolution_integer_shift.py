@@ -112,12 +112,36 @@ def test_channels_last_input(pad: int, zp_mode: str) -> None:
 
 
 def test_sums_past_32_bits() -> None:
-    """K = 9 x 4096: the sums wrap modulo 2^32 exactly as the reference's."""
+    """K = 9 x 4096 with sums past 2^31 (checked in int64): they wrap modulo 2^32 exactly as
+    the reference's."""
     rng = np.random.default_rng(9)
-    x = rng.integers(200, 256, (1, 4096, 4, 4)).astype(np.uint8)
-    w = rng.integers(-128, -100, (64, 4096, 3, 3)).astype(np.int8)
+    x = rng.integers(250, 256, (1, 4096, 4, 4)).astype(np.uint8)
+    w = rng.integers(-128, -124, (64, 4096, 3, 3)).astype(np.int8)
     zw = np.full(64, 127, np.int32)
-    assert check(x, w, 0, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options()) == _expected()
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))  # z_x = 0
+    center = xp[0, :, 1:4, 1:4].reshape(-1) @ (w.astype(np.int64) - 127).reshape(64, -1).T
+    assert np.abs(center).max() > 2**31  # an interior pixel's sum really wraps
+    assert check(x, w, 0, zw, *geometry, options=_options()) == _expected()
+
+
+@pytest.mark.parametrize("tile", _tiles())
+def test_persistent_ctas(tile: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one SM, every CTA runs many tiles in turn: the next tile's loads overlap this one's
+    epilogue, its first MMA discards the last tile's sums, and the column offsets and sums in
+    shared memory are rewritten tile after tile."""
+    gemm = launcher("_convolution_integer_gemm")
+    rng = np.random.default_rng([*tile, 3])
+    x = random_int8(rng, (3, 64, 17, 23), np.int8)
+    w = random_int8(rng, (136, 64, 3, 3), np.uint8)
+    zw = zero_points(rng, "channel", np.uint8, 136)
+    gemm._plan.cache_clear()  # plans made with the real SM count would be reused
+    monkeypatch.setattr(gemm, "sm_count", lambda: 1)
+    try:
+        what = check(x, w, -9, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options(tile))
+    finally:
+        gemm._plan.cache_clear()
+    assert what == _expected()
 
 
 @pytest.mark.parametrize(
