@@ -490,3 +490,17 @@ def test_zero_points_uploaded_once_per_vector(monkeypatch: pytest.MonkeyPatch) -
     d, e = common.device_zero_points(new), common.device_zero_points(new)
     assert d is not e and common.device_zero_points(np.arange(8)) is a
     np.testing.assert_array_equal(cupy.asnumpy(e), new)
+
+
+@pytest.mark.parametrize("c", [5440, 5456])
+def test_filter_rows_at_the_staging_limit(c: int) -> None:
+    """The filter prep stages a row in shared memory up to the default limit less its own
+    static part (48 KB - 128 B): 5440 x 9 bytes are staged, 5456 x 9 read where they lie."""
+    rng = np.random.default_rng(c)
+    x = _rand(rng, (1, c, 6, 6), np.uint8)
+    w = _rand(rng, (16, c, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 16).astype(np.int32)
+    ran: list[Any] = []
+    got, want = _run(x, w, 7, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, ran=ran)
+    np.testing.assert_array_equal(got, want)
+    assert ran[0] in ("wgmma", "mma_sync")
