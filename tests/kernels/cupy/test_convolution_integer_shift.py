@@ -177,3 +177,34 @@ def test_unknown_forced_tile_is_refused() -> None:
     with pytest.raises(ValueError, match="shifted tile"):
         check(x, w, 128, np.zeros(32, np.int32), (1, 1), (1, 1), (1, 1), (1, 1), 1,
               options=_options((3, 1, 64)))  # fmt: skip
+
+
+def test_constant_filter_kept_per_layout() -> None:
+    """A registered filter keeps one prepared form per GEMM layout: calls whose batch picks a
+    64-row tile (1 image) and calls that pick a 128-row tile (12 images of 28 x 28) each
+    prepare theirs once and reuse it."""
+    import cupy
+
+    from dmlserve.kernels import reference
+
+    conv = launcher("convolution_integer")
+    rng = np.random.default_rng(12)
+    w = random_int8(rng, (128, 64, 3, 3), np.int8)
+    zw = rng.integers(-128, 128, 128).astype(np.int32)
+    w_dev = cupy.asarray(w)
+    cache: dict[Any, Any] = {}
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    kept: dict[Any, Any] = {}
+    for n in (1, 12, 1, 12):
+        x = random_int8(rng, (n, 64, 28, 28), np.uint8)
+        ran: list[Any] = []
+        got = conv.convolution_integer(
+            cupy.asarray(x), w_dev, 5, zw, *geometry, _options(), ran, filter_cache=cache
+        )
+        want = reference.convolution_integer(x, w, 5, zw, *geometry)
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+        assert ran == [_expected()]
+        for slot, entry in cache.items():
+            assert kept.setdefault(slot, entry[1][0]) is entry[1][0]  # made once, then reused
+    if _expected() == "wgmma_shift":
+        assert len(cache) == 2  # the two layouts
