@@ -55,7 +55,8 @@ class Options:
     grouped: bool = True  # "auto" (no forced GEMM or tile) runs 3x3 groups of 8-32 channels there
     # wgmma GEMM without a forced tile: its shifted-window form where the shape allows (stride
     # 1, 9 taps, channels per group a multiple of 32); a tuple (warpgroups along M, along N,
-    # pixels per warpgroup) forces one of its tiles
+    # pixels per warpgroup) forces one of its tiles where the shape allows it and the tile's
+    # stages fit shared memory (else the tap-by-tap GEMM runs)
     shifted: bool | tuple[int, int, int] = True
 
 
