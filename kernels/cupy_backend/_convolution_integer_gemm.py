@@ -80,6 +80,8 @@ _SMEM_SM = 228 * 1024
 # The shifted-window GEMM computes every virtual pixel of the padded input; past this many per
 # output pixel (wide dilations over narrow outputs, say) the tap-by-tap GEMM runs instead.
 _SHIFT_MAX_VIRTUAL = 4
+# Its epilogue's shared block per warp: 16 rows of EPI_PITCH = 40 ints.
+_SHIFT_EPI_BYTES = 16 * 40 * 4
 
 
 @functools.cache
@@ -152,7 +154,8 @@ def _prepared_filter(
     bias = cupy.empty((q.m,), dtype=cupy.int32)
     zp_dev = device_zero_points(q.w_zp)
     # the row staged in shared memory where it fits the default dynamic limit
-    staged = q.cg * q.r * q.s if q.cg * q.r * q.s <= _PREP_W_STAGED else 0
+    row = q.cg * q.r * q.s
+    staged = row if row <= _PREP_W_STAGED else 0
     prep_w = launch(
         _PREP_SOURCE,
         "conv_int_prep_w",
@@ -222,8 +225,8 @@ def tensor_core(
     shift: tuple[int, int, int] | bool = True,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
-    the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input taller than
-    a grid dimension takes mma.sync). `filter_cache`: where a filter that stays the same from
+    the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
+    than the image takes mma.sync). `filter_cache`: where a filter that stays the same from
     call to call (a registered operator's constant) keeps its prepared form. `shift`: whether
     the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
     form's (warpgroups along M, along N, pixels per warpgroup))."""
@@ -307,7 +310,7 @@ def _plan(
         )
 
     if kernel == "wgmma" and tile is None and shift is not False:
-        shifted = _shift_plan(q, cgp, slots, kp, hpad, wpad, zw_any, w_dtype, x_dtype, shift)
+        shifted = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift)
         if shifted is not None:
             return _GemmPlan("wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, *shifted)
     pixels = n * q.oh * q.ow
@@ -353,7 +356,6 @@ def _shift_plan(
     q: _Problem,
     cgp: int,
     slots: int,
-    kp: int,
     hpad: int,
     wpad: int,
     zw_any: bool,
@@ -375,7 +377,7 @@ def _shift_plan(
         return None
     reach = (q.r - 1) * q.dh * wpad + (q.s - 1) * q.dw  # the last tap's shift, in pixels
     sms = sm_count()
-    best: tuple[float, int, int, int, int, int, int, int] | None = None
+    best: tuple[float, int, int, int, int, int, int, int, int, int] | None = None
     for wm, wn, bn, stages, per_sm, eff in SHIFT_TILES:
         if shift is not True and shift != (wm, wn, bn):
             continue
@@ -383,22 +385,22 @@ def _shift_plan(
         run = tn + reach
         # stages, then per column an offset and a sum, each warp's 16 x 40 output block, and
         # per row of the run a sum
-        smem = stages * (_SHIFT_TAPS * 64 * wm * 32 + run * 32) + tn * 12 + wm * wn * 10240
-        smem += run * 4
+        warps = 4 * wm * wn
+        smem = stages * (_SHIFT_TAPS * 64 * wm * 32 + run * 32) + tn * 12
+        smem += warps * _SHIFT_EPI_BYTES + run * 4
         fits = smem <= min(_SMEM_CTA, _SMEM_SM // per_sm - 1024)
         if not fits or pixels + tn + reach > 2**31 - 1:
             continue
-        tiles = math.ceil(pixels / tn) * math.ceil(q.mg / (64 * wm)) * q.g
+        tiles_m, tiles_n = math.ceil(q.mg / (64 * wm)), math.ceil(pixels / tn)
+        tiles = tiles_m * tiles_n * q.g
         # waves of tiles, times a tile's time: its work, times the CTAs sharing its SM
         sharing = min(per_sm, math.ceil(tiles / sms))
         cost = math.ceil(tiles / (sms * per_sm)) * 64 * wm * tn * sharing / eff
         if best is None or cost < best[0]:
-            best = (cost, wm, wn, bn, stages, per_sm, run, smem)
+            best = (cost, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n)
     if best is None:
         return None
-    _, wm, wn, bn, stages, per_sm, run, smem = best
-    tiles_m = math.ceil(q.mg / (64 * wm))
-    tiles_n = math.ceil(pixels / (wn * bn))
+    _, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n = best
     tiles = tiles_m * tiles_n * q.g
     template = (np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS)
     gemm = launch(
