@@ -374,6 +374,13 @@ __global__ void __launch_bounds__(BM * 2)
 // A CTA of WM x WN warpgroups owns BM = 64 WM output channels x TN = WN BN virtual pixels; the
 // CTA is persistent over its tiles, and the stages stream (tile, channel chunk) items, so the
 // next tile's loads overlap this tile's last MMAs and its epilogue.
+//
+// GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes,
+// 4-byte aligned, H * W a multiple of 4), not from a padded transformed copy: at the start of
+// each tile the CTA writes its whole run, every channel chunk (Cgp x L bytes, resident for the
+// tile), into shared memory: z_x everywhere first (the frame, the padded channels, pixels past
+// the input), then the image's pixels over it, 16 channels x 4 pixels a thread at a time (16
+// word loads of 4 pixels each, transposed in registers); the stages then carry only the filter.
 namespace wg {
 // K-major, no swizzle: start, LBO (K-direction core-matrix stride), SBO (8-row stride).
 __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned lbo,
@@ -384,13 +391,27 @@ __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned
 }
 }  // namespace wg
 
-template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS>
+namespace wg {
+// Image pixels (flat positions h W + w) whose padded offset (h + ph) Wp + w + pw is below r.
+__device__ __forceinline__ int pixels_before(int r, int H, int W, int Wp, int ph, int pw) {
+    const int h = r / Wp - ph;
+    if (h < 0) return 0;
+    if (h >= H) return H * W;
+    const int w = r % Wp - pw;
+    return h * W + (w < 0 ? 0 : w > W ? W : w);
+}
+}  // namespace wg
+
+template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS,
+          bool GATHER>
 __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
                          const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
                          const int* __restrict__ bias, int* __restrict__ out, int N, int Hp,
                          int Wp, int OH, int OW, int S, int dil_h, int dil_w, int M, int Mg,
-                         int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles) {
+                         int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles, int H,
+                         int W, int ph, int pw, int Cg, unsigned zx4, long long xs_n,
+                         long long xs_c) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -403,12 +424,17 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     constexpr int A_CHUNKS = TAPS * BM * 2;
     static_assert(STAGES >= 2, "stages");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int stage_bytes = A_BYTES + L * 32;
+    const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
     const unsigned smem_base = conv::smem_addr(smem_raw);
-    // after the stages: output offsets and input sums per column, each warp's output block,
-    // input sums per row of the run
+    const int KT = Cgp >> 5;  // channel chunks of 32 per tile
+    // GATHER: after the stages, the tile's run, chunk after chunk, as a stage holds it
+    const unsigned run_base = smem_base + STAGES * stage_bytes;
+    const int run_bytes = GATHER ? KT * L * 32 : 0;
+    // then output offsets and input sums per column, each warp's output block, input sums per
+    // row of the run
     constexpr int EPI_PITCH = 40;
-    long long* col_off = reinterpret_cast<long long*>(smem_raw + STAGES * stage_bytes);
+    long long* col_off =
+        reinterpret_cast<long long*>(smem_raw + STAGES * stage_bytes + run_bytes);
     int* xs_sum = reinterpret_cast<int*>(col_off + TN);
     int* epi = xs_sum + TN;
     int* row_sum = epi + (THREADS / 32) * 16 * EPI_PITCH;
@@ -418,7 +444,6 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     const int wgi = tid >> 7;
     const int wm = wgi % WM;  // warpgroup's 64 output channels within the CTA's BM
     const int wn = wgi / WM;  // and its BN virtual pixels within TN
-    const int KT = Cgp >> 5;  // channel chunks of 32 per tile
     const int P = OH * OW;
     const long long HWp = static_cast<long long>(Hp) * Wp;
     const long long pixels_in = N * HWp;
@@ -457,14 +482,16 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 conv::cp_async16(a_base + i * 16, ok ? a_src + i * 16 : wp, ok ? 16 : 0);
             }
         }
-        const long long p0 = static_cast<long long>(tn) * TN;
-        const unsigned char* b_src = xn + g * Cgp + chunk * 32 + 16 * (tid & 1);
-        for (int i = tid; i < 2 * L; i += THREADS) {
-            const int r = i >> 1;
-            const long long p = p0 + r;
-            const bool ok = p < pixels_in;  // past the input: junk pixels' taps only
-            conv::cp_async16(b_base + ((i & 1) * L + r) * 16, ok ? b_src + p * slots : xn,
-                             ok ? 16 : 0);
+        if constexpr (!GATHER) {
+            const long long p0 = static_cast<long long>(tn) * TN;
+            const unsigned char* b_src = xn + g * Cgp + chunk * 32 + 16 * (tid & 1);
+            for (int i = tid; i < 2 * L; i += THREADS) {
+                const int r = i >> 1;
+                const long long p = p0 + r;
+                const bool ok = p < pixels_in;  // past the input: junk pixels' taps only
+                conv::cp_async16(b_base + ((i & 1) * L + r) * 16, ok ? b_src + p * slots : xn,
+                                 ok ? 16 : 0);
+            }
         }
         if (++ld_kc == KT) {
             ld_kc = 0;
@@ -489,6 +516,67 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         const int tn = rest % tiles_n;
         const int g = rest / tiles_n;
         const long long v0 = static_cast<long long>(tn) * TN;
+        if constexpr (GATHER) {
+            // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
+            // z_x over the whole run: the frame, padded channels, pixels past the input.
+            for (int i = tid; i < run_bytes / 16; i += THREADS) {
+                asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(run_base + i * 16),
+                             "r"(zx4)
+                             : "memory");
+            }
+            __syncthreads();
+            // The image's pixels over it: per image met by the run, the flat positions
+            // [pa, pb) whose virtual pixels lie in it, in words of 4 pixels x 16 channels.
+            const int blocks = Cgp >> 4;  // 16-channel blocks: block b's rows at b L 16
+            for (long long n = v0 / HWp; n < N && n * HWp < v0 + L; ++n) {
+                const long long base = n * HWp;
+                const int ra = static_cast<int>((v0 > base ? v0 : base) - base);
+                const int rb = static_cast<int>((v0 + L < base + HWp ? v0 + L : base + HWp) - base);
+                const int pa = wg::pixels_before(ra, H, W, Wp, ph, pw);
+                const int pb = wg::pixels_before(rb, H, W, Wp, ph, pw);
+                if (pa >= pb) continue;
+                const int ja = pa >> 2;
+                const int words = ((pb + 3) >> 2) - ja;
+                const unsigned char* xi = xn + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
+                // the virtual pixel of flat position 0 of image n, relative to the run
+                const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
+                for (int i = tid; i < words * blocks; i += THREADS) {
+                    const int blk = i / words;
+                    const int j = ja + (i - blk * words);
+                    unsigned in[4][4];
+#pragma unroll
+                    for (int c = 0; c < 16; ++c) {
+                        const int cc = blk * 16 + c;
+                        in[c >> 2][c & 3] =
+                            cc < Cg ? *reinterpret_cast<const unsigned*>(xi + cc * xs_c + 4 * j)
+                                    : zx4;
+                    }
+                    unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) conv::transpose4(in[q], t[q]);
+                    int pos = 4 * j;
+                    int h = pos / W;
+                    int w = pos - h * W;
+                    const unsigned rows = run_base + blk * L * 16;
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        if (pos >= pa && pos < pb) {
+                            const int p = static_cast<int>(p_img + h * Wp + w);
+                            asm volatile(
+                                "st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(rows + p * 16),
+                                "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]), "r"(t[3][b])
+                                : "memory");
+                        }
+                        ++pos;
+                        if (++w == W) {
+                            w = 0;
+                            ++h;
+                        }
+                    }
+                }
+            }
+            wg::fence_proxy_async();  // published by the barrier of the tile's first chunk
+        }
         for (int kc = 0; kc < KT; ++kc, ++it) {
             conv::cp_async_wait<STAGES - 2>();
             wg::fence_proxy_async();
@@ -510,7 +598,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             }
 
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
-            const unsigned b_base = a_base + A_BYTES;
+            const unsigned b_base = GATHER ? run_base + kc * L * 32 : a_base + A_BYTES;
             wg::fence();
 #pragma unroll
             for (int t = 0; t < TAPS; ++t) {
@@ -640,15 +728,16 @@ DML_WG_INST(signed char, signed char, 64, 64, 8, true);
 DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
 DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
-#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW)                                                  \
-    template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9>(           \
+#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA)                                              \
+    template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA>(       \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, \
-        int, int, int, int, int, int, int, int, int, int, int, int, int)
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false);
-DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false);
-DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true);
+        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, \
+        unsigned, long long, long long)
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true);
+DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false);
 #undef DML_WS_INST
 #endif

@@ -34,7 +34,8 @@ __all__ = [
     "tensor_core",
 ]
 
-Kernel = Literal["wgmma", "wgmma_shift", "mma_sync"]
+# "wgmma_shift_gather": the shifted-window GEMM reading the NCHW input where it lies
+Kernel = Literal["wgmma", "wgmma_shift", "wgmma_shift_gather", "mma_sync"]
 
 _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
@@ -223,13 +224,16 @@ def tensor_core(
     tile: tuple[int, int] | None,
     filter_cache: MutableMapping[Hashable, Any] | None = None,
     shift: tuple[int, int, int] | bool = True,
+    gather: bool = True,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
     the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
     than the image takes mma.sync). `filter_cache`: where a filter that stays the same from
     call to call (a registered operator's constant) keeps its prepared form. `shift`: whether
     the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
-    form's (warpgroups along M, along N, pixels per warpgroup))."""
+    form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
+    may read an NCHW input where it lies (each plane H * W consecutive bytes, 4-byte aligned, H *
+    W a multiple of 4) instead of a transformed copy."""
     import cupy
 
     plan = _plan(
@@ -244,6 +248,7 @@ def tensor_core(
         kernel,
         tile,
         shift,
+        gather,
     )
     wp, bias, zp_dev = _prepared_filter(w, q, plan.cgp, plan.kp, filter_cache, plan.filter_layout)
     if plan.xn_shape is None:
@@ -269,6 +274,7 @@ def _plan(
     kernel: Kernel,
     tile: tuple[int, int] | None,
     shift: tuple[int, int, int] | bool,
+    gather: bool,
 ) -> _GemmPlan:
     from .convolution_integer import _Problem  # that module imports this one
 
@@ -288,7 +294,22 @@ def _plan(
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots):
             args = (x_shape, x_strides, x_dtype, w_dtype, alignment, "mma_sync", None, False)
-            return _plan(device, geometry, zw_any, *args)  # with its own tile
+            return _plan(device, geometry, zw_any, *args, False)  # with its own tile
+    plane = plane_alignment(x_shape, x_strides, alignment)
+    shifted = kernel == "wgmma" and tile is None and shift is not False
+    if (
+        shifted
+        and gather
+        and contiguous_planes(x_shape, x_strides)
+        and plane >= 4
+        and h * wd % 4 == 0
+    ):
+        # the input read where it lies: its geometry instead of the transform
+        sn, sc = x_strides[:2]
+        where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc)
+        resident = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where)
+        if resident is not None:
+            return _GemmPlan("wgmma_shift_gather", cgp, kp, None, None, (), *resident)
     xn_shape: tuple[int, int, int, int] | None = None
     prep_x = None
     prep_args: tuple[Any, ...] = ()
@@ -296,7 +317,6 @@ def _plan(
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned,
         # four 4-byte ones when it is 4-byte aligned, else byte gathers.
-        plane = plane_alignment(x_shape, x_strides, alignment)
         vec = plane if contiguous_planes(x_shape, x_strides) and plane >= 4 else 0
         # Blocks of 64 image pixels, then blocks of 64 cells of the z_x frame around them.
         blocks = math.ceil(h * wd / 64) + math.ceil((hpad * wpad - h * wd) / 64)
@@ -309,10 +329,10 @@ def _plan(
             *map(np.int64, x_strides),
         )
 
-    if kernel == "wgmma" and tile is None and shift is not False:
-        shifted = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift)
-        if shifted is not None:
-            return _GemmPlan("wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, *shifted)
+    if shifted:
+        staged = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None)
+        if staged is not None:
+            return _GemmPlan("wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, *staged)
     pixels = n * q.oh * q.ow
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
     if tile is None:
@@ -362,12 +382,15 @@ def _shift_plan(
     w_dtype: str,
     x_dtype: str,
     shift: tuple[int, int, int] | bool,
+    where: tuple[int, ...] | None,
 ) -> tuple[Launch, tuple[Any, ...], tuple[int, int]] | None:
     """The shifted-window GEMM's launch, scalar arguments and filter layout, or None where the
     shape is not its (strides other than 1, other than 9 taps, channels per group not a
     multiple of 32, more than `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of
     input pixels too long for shared memory). Its virtual pixels are the padded input's:
-    (N Hp Wp) of them, those outside the output computed and dropped."""
+    (N Hp Wp) of them, those outside the output computed and dropped. `where`: the NCHW input
+    read where it lies, (H, W, ph, pw, Cg, z_x in each byte of a word, N and C strides); each
+    CTA then keeps its tile's whole run (every channel) in shared memory."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
     if (q.sh, q.sw) != (1, 1) or q.r * q.s != _SHIFT_TAPS or cgp % 32:
@@ -383,10 +406,12 @@ def _shift_plan(
             continue
         tn = wn * bn
         run = tn + reach
-        # stages, then per column an offset and a sum, each warp's 16 x 40 output block, and
-        # per row of the run a sum
+        # stages (the filter's chunk, and the run's unless it is resident), the resident run,
+        # then per column an offset and a sum, each warp's 16 x 40 output block, and per row of
+        # the run a sum
         warps = 4 * wm * wn
-        smem = stages * (_SHIFT_TAPS * 64 * wm * 32 + run * 32) + tn * 12
+        stage = _SHIFT_TAPS * 64 * wm * 32 + (0 if where else run * 32)
+        smem = stages * stage + (run * cgp if where else 0) + tn * 12
         smem += warps * _SHIFT_EPI_BYTES + run * 4
         fits = smem <= min(_SMEM_CTA, _SMEM_SM // per_sm - 1024)
         if not fits or pixels + tn + reach > 2**31 - 1:
@@ -402,7 +427,10 @@ def _shift_plan(
         return None
     _, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n = best
     tiles = tiles_m * tiles_n * q.g
-    template = (np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS)
+    template = (
+        np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS,
+        where is not None,
+    )  # fmt: skip
     gemm = launch(
         _SM90A_SOURCE,
         "conv_int_wgmma_shift",
@@ -413,4 +441,9 @@ def _shift_plan(
         options=_SM90A_OPTIONS,
     )
     ints = (q.n, hpad, wpad, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
-    return gemm, tuple(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles)), (64 * wm, tiles_m)
+    h, wd, ph, pw, cg, zx4, sn, sc = where or (0,) * 8
+    args = (
+        *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
+        np.uint32(zx4), np.int64(sn), np.int64(sc),
+    )  # fmt: skip
+    return gemm, args, (64 * wm, tiles_m)

@@ -58,6 +58,9 @@ class Options:
     # pixels per warpgroup) forces one of its tiles where the shape allows it and the tile's
     # stages fit shared memory (else the tap-by-tap GEMM runs)
     shifted: bool | tuple[int, int, int] = True
+    # the shifted-window GEMM reads an NCHW input where it lies where its planes allow (H * W
+    # consecutive bytes each, 4-byte aligned, H * W a multiple of 4), not a transformed copy
+    gather: bool = True
 
 
 _DEFAULT_OPTIONS = Options()
@@ -206,7 +209,8 @@ def convolution_integer(
     be any strided CuPy views; ``w_zero_point`` is a host int32 array of shape ``(M,)``.
     Launches on the current CuPy stream and returns a new C-contiguous array. `options` picks
     the kernels; `ran`, when given, gets what ran appended: a CUDA-core, pointwise or grouped
-    kernel's plan, or "wgmma", "wgmma_shift", "mma_sync" (the tensor-core GEMMs), "naive"
+    kernel's plan, or "wgmma", "wgmma_shift", "wgmma_shift_gather", "mma_sync" (the tensor-core
+    GEMMs), "naive"
     ("none" for an empty output).
     `filter_cache`, given only where `w` and its zero points are the same on every call (a
     registered operator's constants), keeps the filter's prepared form from call to call.
@@ -267,7 +271,9 @@ def convolution_integer(
             what = group
         elif use_tc:
             kernel = gemm_kernel(options.tensor_cores)
-            what = tensor_core(x, w, out, q, kernel, options.tile, filter_cache, options.shifted)
+            what = tensor_core(
+                x, w, out, q, kernel, options.tile, filter_cache, options.shifted, options.gather
+            )
         elif band is not None:
             depthwise(x, w, out, q, band)
             what = band

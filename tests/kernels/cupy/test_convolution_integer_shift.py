@@ -1,7 +1,8 @@
 """CuPy CONVOLUTION_INTEGER: the shifted-window wgmma GEMM (stride 1, nine taps, channels per
-group a multiple of 32), against the NumPy reference, bit-exact, each call asserting that it ran.
-It runs on compute capability 9.0 only; elsewhere these shapes take the mma.sync GEMM and the
-tests say so."""
+group a multiple of 32), on a transformed input and reading an NCHW input where it lies ("gather":
+planes of H * W consecutive bytes, 4-byte aligned, H * W a multiple of 4), against the NumPy
+reference, bit-exact, each call asserting which of them ran. It runs on compute capability 9.0
+only; elsewhere these shapes take the mma.sync GEMM and the tests say so."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from ._support import launcher
 pytestmark = pytest.mark.gpu
 
 
-def _expected() -> str:
+def _expected(gathered: bool = False) -> str:
+    """What runs: the GEMM reading the input where it lies (`gathered`) or transformed."""
     import cupy
 
-    return "wgmma_shift" if str(cupy.cuda.Device().compute_capability) == "90" else "mma_sync"
+    if str(cupy.cuda.Device().compute_capability) != "90":
+        return "mma_sync"
+    return "wgmma_shift_gather" if gathered else "wgmma_shift"
 
 
 def _tiles() -> list[tuple[int, int, int]]:
@@ -28,29 +32,35 @@ def _tiles() -> list[tuple[int, int, int]]:
     return [(wm, wn, bn) for wm, wn, bn, *_ in gemm.SHIFT_TILES]
 
 
-def _options(tile: tuple[int, int, int] | None = None) -> Any:
-    return launcher("convolution_integer").Options(shifted=tile if tile is not None else True)
+def _options(tile: tuple[int, int, int] | None = None, gather: bool = True) -> Any:
+    shifted = tile if tile is not None else True
+    return launcher("convolution_integer").Options(shifted=shifted, gather=gather)
 
 
+@pytest.mark.parametrize("gather", [True, False])
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
 @pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
-def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str) -> None:
+def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str, gather: bool) -> None:
     rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), 13])
     x = random_int8(rng, (2, 64, 12, 11), xt)
     w = random_int8(rng, (72, 64, 3, 3), wt)
     zx = 0 if zp_mode == "none" else random_zero_point(rng, xt)
     zw = zero_points(rng, zp_mode, wt, 72)
-    what = check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options())
-    assert what == _expected()
+    options = _options(gather=gather)
+    what = check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
+    assert what == _expected(gather)
 
 
+@pytest.mark.parametrize("gather", [True, False])
 @pytest.mark.parametrize("tile", _tiles())
 @pytest.mark.parametrize(
     ("shape", "k", "dilations", "start", "end", "groups"),
     [
         ((2, 64, 28, 28, 128), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # ResNet-like
         ((1, 96, 13, 9, 40), (3, 3), (2, 1), (2, 0), (1, 3), 1),  # odd sizes, 40 outputs
+        ((1, 96, 12, 9, 40), (3, 3), (2, 1), (2, 0), (1, 3), 1),  # the same, 108 pixels a plane
         ((3, 64, 7, 7, 200), (3, 3), (1, 1), (1, 1), (1, 1), 2),  # groups of 32, 100 outputs each
+        ((3, 64, 6, 6, 200), (3, 3), (1, 1), (1, 1), (1, 1), 2),  # the same, 36 pixels a plane
         ((2, 32, 30, 17, 64), (3, 3), (1, 2), (0, 0), (0, 0), 1),  # no padding
         ((2, 32, 5, 40, 24), (1, 9), (1, 1), (0, 4), (0, 4), 1),  # a 1 x 9 window
         ((1, 64, 21, 3, 16), (9, 1), (2, 1), (9, 0), (7, 0), 1),  # 9 x 1, padding past it
@@ -64,33 +74,72 @@ def test_tiles_and_geometry(
     start: tuple[int, int],
     end: tuple[int, int],
     groups: int,
+    gather: bool,
 ) -> None:
     n, c, h, wd, m = shape
     rng = np.random.default_rng([*shape, *tile])
     x = random_int8(rng, (n, c, h, wd), np.uint8)
     w = random_int8(rng, (m, c // groups, *k), np.int8)
+    options = _options(tile, gather)
     for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
-        what = check(x, w, 128, zw, (1, 1), dilations, start, end, groups, options=_options(tile))
-        assert what == _expected()
+        what = check(x, w, 128, zw, (1, 1), dilations, start, end, groups, options=options)
+        assert what == _expected(gather and h * wd % 4 == 0)
 
 
 @pytest.mark.parametrize(
-    "view",
+    ("view", "gathered"),
     [
-        lambda a: a[:, 32:96],  # a channel slice: planes 4-byte aligned, not 16
-        lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2),  # NHWC storage
-        lambda a: a[:, :, 1:, ::2],  # strided rows and columns
+        (lambda a: a[:, 32:96], True),  # a channel slice: its planes stay whole and aligned
+        (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), False),  # NHWC storage
+        (lambda a: a[:, :, 1:, ::2], False),  # strided rows and columns
+        (lambda a: a[:, :, 1:], True),  # planes of 14 whole rows, still 16-byte aligned
+        (lambda a: a.reshape(-1)[2 : 2 + 2 * 128 * 224].reshape(2, 128, 14, 16), False),  # 2-byte
     ],
-    ids=["channels", "nhwc", "strided"],
+    ids=["channels", "nhwc", "strided", "rows", "unaligned"],
 )
-def test_views(view: Callable[[Any], Any]) -> None:
+def test_views(view: Callable[[Any], Any], gathered: bool) -> None:
     rng = np.random.default_rng(4)
     x = random_int8(rng, (2, 128, 15, 16), np.int8)
-    c = 64 if view(np.zeros((1, 128, 15, 16))).shape[1] == 64 else 128
+    c = view(np.zeros((2, 128, 15, 16), np.int8)).shape[1]
     w = random_int8(rng, (64, c, 3, 3), np.uint8)
     zw = rng.integers(0, 256, 64).astype(np.int32)
     what = check(x, w, -5, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, view=view, options=_options())
-    assert what == _expected()
+    assert what == _expected(gathered)
+
+
+@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize(
+    ("shape", "m", "dilations", "start", "end", "groups"),
+    [
+        ((12, 64, 4, 4), 40, (1, 1), (1, 1), (1, 1), 1),  # each run spans many images
+        ((2, 20, 8, 8), 24, (1, 1), (1, 1), (1, 1), 1),  # 20 channels: 12 padded ones are z_x
+        ((2, 48, 8, 10), 40, (1, 1), (1, 1), (1, 1), 2),  # groups of 24 channels
+        ((2, 32, 12, 10), 36, (2, 1), (2, 0), (1, 3), 1),  # dilation, uneven padding
+        ((2, 32, 8, 12), 32, (1, 1), (0, 0), (0, 0), 1),  # no padding: no frame at all
+        ((1, 32, 8, 8), 32, (1, 2), (4, 3), (3, 5), 1),  # padding wider than the window
+        ((1, 64, 1, 36), 48, (1, 1), (1, 1), (1, 1), 1),  # one-row planes
+    ],
+)
+def test_gathered_inputs(
+    shape: tuple[int, int, int, int],
+    m: int,
+    dilations: tuple[int, int],
+    start: tuple[int, int],
+    end: tuple[int, int],
+    groups: int,
+    gather: bool,
+) -> None:
+    """The GEMM reading an NCHW input where it lies: the z_x frame, padded channels and runs
+    across images come out as from the transformed input, for every zero-point mode."""
+    rng = np.random.default_rng([*shape, m, groups])
+    x = random_int8(rng, shape, np.uint8)
+    w = random_int8(rng, (m, shape[1] // groups, 3, 3), np.int8)
+    for zp_mode in ("none", "tensor", "channel"):
+        zx = 0 if zp_mode == "none" else random_zero_point(rng, np.uint8)
+        zw = zero_points(rng, zp_mode, np.int8, m)
+        geometry = ((1, 1), dilations, start, end, groups)
+        what = check(x, w, zx, zw, *geometry, options=_options(gather=gather))
+        assert what == _expected(gather)
 
 
 @pytest.mark.parametrize("pad", [0, 1])
@@ -125,14 +174,18 @@ def test_sums_past_32_bits() -> None:
     assert check(x, w, 0, zw, *geometry, options=_options()) == _expected()
 
 
+@pytest.mark.parametrize("width", [23, 24])
 @pytest.mark.parametrize("tile", _tiles())
-def test_persistent_ctas(tile: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_persistent_ctas(
+    tile: tuple[int, int, int], width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With one SM, every CTA runs many tiles in turn: the next tile's loads overlap this one's
     epilogue, its first MMA discards the last tile's sums, and the column offsets and sums in
-    shared memory are rewritten tile after tile."""
+    shared memory are rewritten tile after tile (with 17 x 24 planes, so is the run the CTA
+    gathers from the NCHW input)."""
     gemm = launcher("_convolution_integer_gemm")
-    rng = np.random.default_rng([*tile, 3])
-    x = random_int8(rng, (3, 64, 17, 23), np.int8)
+    rng = np.random.default_rng([*tile, width])
+    x = random_int8(rng, (3, 64, 17, width), np.int8)
     w = random_int8(rng, (136, 64, 3, 3), np.uint8)
     zw = zero_points(rng, "channel", np.uint8, 136)
     gemm._plan.cache_clear()  # plans made with the real SM count would be reused
@@ -141,7 +194,7 @@ def test_persistent_ctas(tile: tuple[int, int, int], monkeypatch: pytest.MonkeyP
         what = check(x, w, -9, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options(tile))
     finally:
         gemm._plan.cache_clear()
-    assert what == _expected()
+    assert what == _expected(17 * width % 4 == 0)
 
 
 @pytest.mark.parametrize(
