@@ -598,7 +598,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             }
 
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
-            const unsigned b_base = GATHER ? run_base + kc * L * 32 : a_base + A_BYTES;
+            // the stage's filter chunk is the CTA's rotated one (see load_item); so is the run's
+            const int chunk = kc + rot < KT ? kc + rot : kc + rot - KT;
+            const unsigned b_base = GATHER ? run_base + chunk * L * 32 : a_base + A_BYTES;
             wg::fence();
 #pragma unroll
             for (int t = 0; t < TAPS; ++t) {
