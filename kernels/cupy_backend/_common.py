@@ -53,6 +53,7 @@ __all__ = [
 
 BLOCK = 256
 INT32_LIMIT = 2**31 - 1
+GRID_YZ_LIMIT = 65535  # blocks along a grid's y or z
 
 
 class ParamStruct(NamedTuple):
