@@ -26,6 +26,7 @@ __all__ = [
     "BLOCK",
     "DirectLaunch",
     "FAST_DIVMOD",
+    "GRID_YZ_LIMIT",
     "INT32_LIMIT",
     "STRUCTS",
     "Launch",

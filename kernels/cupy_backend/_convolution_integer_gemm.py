@@ -42,10 +42,10 @@ _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
 # Filter prep: the largest row (bytes) it stages in shared memory: the default limit (48 KB, no
-# opt-in) less the kernel's static shared memory (its 32 partial sums; launched with the input
-# prep, also that one's 64 x 65-byte tile).
+# opt-in) less the kernel's static shared memory (its 32 partial sums); launched with the input
+# prep, whose blocks then hold as much, 20 KB.
 _PREP_W_STAGED = 48 * 1024 - 128
-_PREP_XW_STAGED = _PREP_W_STAGED - 64 * 65 - 64
+_PREP_XW_STAGED = 20 * 1024
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -244,9 +244,11 @@ def _preps(
     if prep_x is None:
         return prep_w, tuple(np.int32(v) for v in sizes), None, ()
     bx, by, bz = prep_x.grid
-    slices = bz + math.ceil(q.m / (bx * by))
+    slices = bz - (-q.m // (bx * by))
     if slices > GRID_YZ_LIMIT:  # separate launches
         return prep_w, tuple(np.int32(v) for v in sizes), None, ()
+    # every block of the launch holds the staged row: only small ones, so that the input
+    # prep's blocks still fit eight to an SM
     staged = row if row <= _PREP_XW_STAGED else 0
     prep_xw = launch(
         _PREP_SOURCE, "conv_int_prep_xw", vec, np.dtype(w_dtype),
