@@ -72,7 +72,7 @@ if has memcheck; then
   memcheck_k+=" or (test_convolution_integer_depthwise and (test_views or test_groups_views or test_one_dimensional or 61-k or channel-uint8-int8 or dp4a_rows))"
   memcheck_k+=" or (test_convolution_integer_pointwise and not int32_wraps)"
   memcheck_k+=" or (test_convolution_integer_grouped and not outside)"
-  memcheck_k+=" or (test_convolution_integer_shift and not sums_past)"
+  memcheck_k+=" or (test_convolution_integer_shift and not sums_past) or test_both_preps"
   step memcheck "${MEMCHECK_LIMIT:-300}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool memcheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$memcheck_k"
 fi
@@ -88,6 +88,7 @@ if has racecheck; then
   racecheck_k+=" or (test_convolution_integer_pointwise and (signedness or shapes or tiles))"
   racecheck_k+=" or (test_convolution_integer_grouped and (signedness or group_shapes or word))"
   racecheck_k+=" or (test_convolution_integer_shift and (signedness or persistent or gathered or (tiles_and_geometry and (shape0 or shape2))))"
+  racecheck_k+=" or test_both_preps"
   step racecheck "${RACECHECK_LIMIT:-200}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi

@@ -16,16 +16,18 @@ namespace dml {
 // BM > 0: the shifted-window GEMM's layout instead (convolution_integer_sm90a.cu): per group,
 // tile of BM output channels and chunk of 32 channels, the chunk's bytes as the shared stage
 // holds them, [tap][16-byte half][BM rows] x 16 bytes (rows past Mg are never read).
+namespace prep {
 template <typename WT>
-__global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
-                                const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
-                                int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
-                                int Mg, int BM, int tiles_m, int staged, long long ws_m,
-                                long long ws_c, long long ws_r, long long ws_s) {
+__device__ __forceinline__ void filter_row(int m, const unsigned char* __restrict__ w,
+                                           const int* __restrict__ w_zp,
+                                           unsigned char* __restrict__ wp,
+                                           int* __restrict__ bias, int Cg, int S, int Cgp, int Kp,
+                                           int x_zp, int Mg, int BM, int tiles_m, int staged,
+                                           long long ws_m, long long ws_c, long long ws_r,
+                                           long long ws_s) {
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     extern __shared__ __align__(16) unsigned char w_row[];
     __shared__ int partial[32];
-    const int m = blockIdx.x;
     const int RS = Kp / Cgp;
     const unsigned char* wm = w + m * ws_m;
     unsigned char* row = wp + static_cast<long long>(m) * Kp;
@@ -106,6 +108,17 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
         bias[m] = static_cast<int>(static_cast<unsigned>(Kp) * zx * zw - zx * total);
     }
 }
+}  // namespace prep
+
+template <typename WT>
+__global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
+                                const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
+                                int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
+                                int Mg, int BM, int tiles_m, int staged, long long ws_m,
+                                long long ws_c, long long ws_r, long long ws_s) {
+    prep::filter_row<WT>(blockIdx.x, w, w_zp, wp, bias, Cg, S, Cgp, Kp, x_zp, Mg, BM, tiles_m,
+                         staged, ws_m, ws_c, ws_r, ws_s);
+}
 
 // ------------------------------------------------------------------------------------------
 // Input prep: x (N, C, H, W) strided -> xn (N, Hp, Wp, G*Cgp), pixel (h, w) at (h + ph, w + pw);
@@ -116,20 +129,22 @@ __global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
 // VEC 16 (4): each (n, c) plane is contiguous (W stride 1, H stride W) and 16-byte (4-byte)
 // aligned, so phase 1 reads 16 consecutive pixels of one channel per thread as one 16-byte load
 // (four 4-byte ones) instead of 16 single-byte gathers; VEC 0: the gathers.
+namespace prep {
+// Block (bx, by, n) of the input prep (blockDim.x = 256).
 template <int VEC>
-__global__ void __launch_bounds__(256) conv_int_prep_x(
-    const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
-    int Cgp, int slots, int Hp, int Wp, int ph, int pw, unsigned zx_byte, long long xs_n,
-    long long xs_c, long long xs_h, long long xs_w) {
+__device__ __forceinline__ void input_block(
+    int bx, int by, long long n, const unsigned char* __restrict__ x,
+    unsigned char* __restrict__ xn, int H, int W, int Cg, int Cgp, int slots, int Hp, int Wp,
+    int ph, int pw, unsigned zx_byte, long long xs_n, long long xs_c, long long xs_h,
+    long long xs_w) {
     constexpr int ROW = 65;  // odd row length: the column gathers below hit distinct banks
     __shared__ unsigned char tile[64 * ROW];
     const int HW = H * W;
-    const int pix0 = blockIdx.x * 64;
-    const int slot0 = blockIdx.y * 64;
-    const long long n = blockIdx.z;
+    const int pix0 = bx * 64;
+    const int slot0 = by * 64;
     const int image_blocks = (HW + 63) >> 6;
-    if (static_cast<int>(blockIdx.x) >= image_blocks) {  // the frame: no tile, no barrier
-        int b = (blockIdx.x - image_blocks) * 64 + (threadIdx.x >> 2);  // border cell
+    if (bx >= image_blocks) {  // the frame: no tile, no barrier
+        int b = (bx - image_blocks) * 64 + (threadIdx.x >> 2);  // border cell
         const int slot = slot0 + 16 * (threadIdx.x & 3);
         const int top = ph * Wp;
         const int side = Wp - W;
@@ -234,6 +249,42 @@ __global__ void __launch_bounds__(256) conv_int_prep_x(
         *reinterpret_cast<uint4*>(xn + at * slots + slot) = vec;
     }
 }
+}  // namespace prep
+
+template <int VEC>
+__global__ void __launch_bounds__(256) conv_int_prep_x(
+    const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
+    int Cgp, int slots, int Hp, int Wp, int ph, int pw, unsigned zx_byte, long long xs_n,
+    long long xs_c, long long xs_h, long long xs_w) {
+    prep::input_block<VEC>(blockIdx.x, blockIdx.y, blockIdx.z, x, xn, H, W, Cg, Cgp, slots, Hp,
+                           Wp, ph, pw, zx_byte, xs_n, xs_c, xs_h, xs_w);
+}
+
+// Both preps in one launch (a call whose filter is not kept prepared): z-slices [0, N) of the
+// grid are conv_int_prep_x's blocks, the slices after them one filter row (m) per block.
+// Separately, each is a short kernel whose time is mostly latency; side by side they overlap.
+template <int VEC, typename WT>
+__global__ void __launch_bounds__(256) conv_int_prep_xw(
+    const unsigned char* __restrict__ x, unsigned char* __restrict__ xn, int H, int W, int Cg,
+    int Cgp, int slots, int Hp, int Wp, int ph, int pw, unsigned zx_byte, long long xs_n,
+    long long xs_c, long long xs_h, long long xs_w, int N, int M,
+    const unsigned char* __restrict__ w, const int* __restrict__ w_zp,
+    unsigned char* __restrict__ wp, int* __restrict__ bias, int S, int Kp, int x_zp, int Mg,
+    int BM, int tiles_m, int staged, long long ws_m, long long ws_c, long long ws_r,
+    long long ws_s) {
+    if (static_cast<int>(blockIdx.z) < N) {
+        prep::input_block<VEC>(blockIdx.x, blockIdx.y, blockIdx.z, x, xn, H, W, Cg, Cgp, slots,
+                               Hp, Wp, ph, pw, zx_byte, xs_n, xs_c, xs_h, xs_w);
+        return;
+    }
+    const long long m =
+        ((blockIdx.z - N) * static_cast<long long>(gridDim.y) + blockIdx.y) * gridDim.x +
+        blockIdx.x;
+    if (m < M) {
+        prep::filter_row<WT>(static_cast<int>(m), w, w_zp, wp, bias, Cg, S, Cgp, Kp, x_zp, Mg, BM,
+                             tiles_m, staged, ws_m, ws_c, ws_r, ws_s);
+    }
+}
 
 }  // namespace dml
 
@@ -250,4 +301,9 @@ template __global__ void dml::conv_int_prep_x<4>(const unsigned char*, unsigned 
 template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, int, int, int,
                                                int, long long, long long, long long, long long);
+template __global__ void dml::conv_int_prep_xw<16, unsigned char>(
+    const unsigned char*, unsigned char*, int, int, int, int, int, int, int, int, int, unsigned,
+    long long, long long, long long, long long, int, int, const unsigned char*, const int*,
+    unsigned char*, int*, int, int, int, int, int, int, int, long long, long long, long long,
+    long long);
 #endif

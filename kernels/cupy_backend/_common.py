@@ -26,6 +26,7 @@ __all__ = [
     "BLOCK",
     "DirectLaunch",
     "FAST_DIVMOD",
+    "GRID_YZ_LIMIT",
     "INT32_LIMIT",
     "STRUCTS",
     "Launch",
@@ -53,6 +54,7 @@ __all__ = [
 
 BLOCK = 256
 INT32_LIMIT = 2**31 - 1
+GRID_YZ_LIMIT = 65535  # blocks along a grid's y or z
 
 
 class ParamStruct(NamedTuple):

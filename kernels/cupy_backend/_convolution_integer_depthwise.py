@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._common import (
+    GRID_YZ_LIMIT,
     INT32_LIMIT,
     byte_value,
     device_zero_points,
@@ -116,7 +117,7 @@ def depthwise_plan(x: Any, q: Any, w_signed: bool, dp4a: bool = True) -> Depthwi
     iht = (ty - 1) * q.sh + q.r
     smem = _smem_bytes(q, wpw, iht)
     threads = -(-max(tx * tyt, wpw, q.r * q.s) // 32) * 32
-    grid_ok = q.n * _ctas_per_image(q) <= INT32_LIMIT and max(bands, tiles_w) <= 65535
+    grid_ok = q.n * _ctas_per_image(q) <= INT32_LIMIT and max(bands, tiles_w) <= GRID_YZ_LIMIT
     if smem > _SMEM_BUDGET or threads > _MAX_THREADS or not grid_ok:
         return None
     dp = dp4a and q.s <= 3 and q.sw == 1 and _dp4a_fits(w_signed, q.w_zp)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ._common import (
+    GRID_YZ_LIMIT,
     Launch,
     contiguous_planes,
     device_zero_points,
@@ -41,9 +42,11 @@ _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
 _SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
 _SM90A_OPTIONS = ("-arch=sm_90a",)
-# Filter prep: the largest row (bytes) it stages in shared memory: the default dynamic limit
-# (48 KB, no opt-in) less the kernel's static shared memory (its 32 partial sums).
+# Filter prep: the largest row (bytes) it stages in shared memory: the default limit (48 KB, no
+# opt-in) less the kernel's static shared memory (its 32 partial sums); launched with the input
+# prep, whose blocks then hold as much, 20 KB.
 _PREP_W_STAGED = 48 * 1024 - 128
+_PREP_XW_STAGED = 20 * 1024
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -124,15 +127,16 @@ def _pick_tile(
 def _prepared_filter(
     w: Any,
     q: _Problem,
-    cgp: int,
-    kp: int,
+    plan: _GemmPlan,
     cache: MutableMapping[Hashable, Any] | None,
-    layout: tuple[int, int] = (0, 0),
+    x: Any = None,
+    xn: Any = None,
 ) -> tuple[Any, Any, Any]:
-    """The filter as the GEMM reads it, (M, R*S*Cgp) (with `layout` = (BM, tiles of BM per
-    group), BM > 0: the shifted-window GEMM's chunked layout), the per-channel constant of the
-    zero-point expansion (K' z_x z_w - z_x sum w, which also depends on the input's zero
-    point) and the filter zero points on the device.
+    """The filter as the GEMM reads it, (M, R*S*Cgp) (with the plan's `filter_layout` = (BM,
+    tiles of BM per group), BM > 0: the shifted-window GEMM's chunked layout), the per-channel
+    constant of the zero-point expansion (K' z_x z_w - z_x sum w, which also depends on the
+    input's zero point) and the filter zero points on the device. With `x` and `xn`, the input
+    is transformed into `xn` too: in the same launch where the filter is prepared.
 
     With a `cache` (the filter is a constant), the first call's are kept for as long as the
     cache lives and reused by every call with the same filter and zero points; a call with
@@ -140,33 +144,33 @@ def _prepared_filter(
     be reading it on their stream, and freed memory goes back to the pool for reuse."""
     import cupy
 
-    key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(), kp,
-           *layout)  # fmt: skip
+    layout = plan.filter_layout
+    key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(),
+           plan.kp, *layout)  # fmt: skip
     # one entry per layout (at most three for a filter: the plain one, BM = 64 and 128), so
     # calls whose shapes pick different GEMMs each keep theirs
     slot: Hashable = "filter" if layout == (0, 0) else ("filter", *layout)
     hit = cache.get(slot) if cache is not None else None
     if hit is not None and hit[0] == key:
+        if x is not None:
+            assert plan.prep_x is not None
+            plan.prep_x(x, xn, *plan.prep_args)
         prepared: tuple[Any, Any, Any] = hit[1]
         return prepared
     # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
     bm, tiles_m = layout
-    wp = cupy.empty((q.g * tiles_m * bm if bm else q.m, kp), dtype=cupy.uint8)
+    wp = cupy.empty((q.g * tiles_m * bm if bm else q.m, plan.kp), dtype=cupy.uint8)
     bias = cupy.empty((q.m,), dtype=cupy.int32)
     zp_dev = device_zero_points(q.w_zp)
-    # the row staged in shared memory where it fits the default dynamic limit
-    row = q.cg * q.r * q.s
-    staged = row if row <= _PREP_W_STAGED else 0
-    prep_w = launch(
-        _PREP_SOURCE,
-        "conv_int_prep_w",
-        w.dtype,
-        grid=(q.m, 1, 1),
-        block=(256, 1, 1),
-        shared_mem=staged,
-    )
-    sizes = (q.cg, q.s, cgp, kp, q.zx, q.mg, bm, tiles_m, staged)
-    prep_w(w, zp_dev, wp, bias, *(np.int32(v) for v in sizes), *map(np.int64, w.strides))
+    strides = tuple(map(np.int64, w.strides))
+    if x is not None and plan.prep_xw is not None:
+        both = (np.int32(q.n), np.int32(q.m), w, zp_dev, wp, bias, *plan.prep_xw_args)
+        plan.prep_xw(x, xn, *plan.prep_args, *both, *strides)
+    else:
+        if x is not None:
+            assert plan.prep_x is not None
+            plan.prep_x(x, xn, *plan.prep_args)
+        plan.prep_w(w, zp_dev, wp, bias, *plan.prep_w_args, *strides)
     if cache is not None and hit is None:
         # Other calls read it from other streams: complete before it is shared.
         cupy.cuda.get_current_stream().synchronize()
@@ -212,7 +216,47 @@ class _GemmPlan:
     prep_args: tuple[Any, ...]  # after (x, xn); its last blocks fill the z_x frame
     gemm: Launch
     gemm_args: tuple[Any, ...]  # after (filter, input, zero points, bias, out)
-    filter_layout: tuple[int, int] = (0, 0)  # the prepared filter's (see `_prepared_filter`)
+    filter_layout: tuple[int, int]  # the prepared filter's (see `_prepared_filter`)
+    prep_w: Launch  # the filter prep alone
+    prep_w_args: tuple[Any, ...]  # after (filter, zero points, prepared filter, constants)
+    prep_xw: Launch | None  # both preps in one launch (where the input is transformed)
+    prep_xw_args: tuple[Any, ...]  # after prep_x's, the sizes, and prep_w's four arrays
+
+
+def _preps(
+    q: _Problem,
+    cgp: int,
+    kp: int,
+    layout: tuple[int, int],
+    w_dtype: str,
+    prep_x: Launch | None,
+    vec: int,
+) -> tuple[Launch, tuple[Any, ...], Launch | None, tuple[Any, ...]]:
+    """The filter prep's launch and scalar arguments (but the filter's strides), alone and
+    together with the input prep (whose grid gains z-slices of one filter row per block)."""
+    bm, tiles_m = layout
+    row = q.cg * q.r * q.s  # staged in shared memory where it fits the default limit
+    staged = row if row <= _PREP_W_STAGED else 0
+    prep_w = launch(
+        _PREP_SOURCE, "conv_int_prep_w", np.dtype(w_dtype), grid=(q.m, 1, 1),
+        block=(256, 1, 1), shared_mem=staged,
+    )  # fmt: skip
+    sizes = (q.cg, q.s, cgp, kp, q.zx, q.mg, bm, tiles_m, staged)
+    if prep_x is None:
+        return prep_w, tuple(np.int32(v) for v in sizes), None, ()
+    bx, by, bz = prep_x.grid
+    slices = bz - (-q.m // (bx * by))
+    if slices > GRID_YZ_LIMIT:  # separate launches
+        return prep_w, tuple(np.int32(v) for v in sizes), None, ()
+    # every block of the launch holds the staged row: only small ones, so that the input
+    # prep's blocks still fit eight to an SM
+    staged = row if row <= _PREP_XW_STAGED else 0
+    prep_xw = launch(
+        _PREP_SOURCE, "conv_int_prep_xw", vec, np.dtype(w_dtype),
+        grid=(bx, by, slices), block=(256, 1, 1), shared_mem=staged,
+    )  # fmt: skip
+    sizes_xw = (q.s, kp, q.zx, q.mg, bm, tiles_m, staged)
+    return prep_w, tuple(np.int32(v) for v in sizes), prep_xw, tuple(np.int32(v) for v in sizes_xw)
 
 
 def tensor_core(
@@ -250,13 +294,12 @@ def tensor_core(
         shift,
         gather,
     )
-    wp, bias, zp_dev = _prepared_filter(w, q, plan.cgp, plan.kp, filter_cache, plan.filter_layout)
     if plan.xn_shape is None:
+        wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache)
         xn = x
     else:
         xn = cupy.empty(plan.xn_shape, dtype=cupy.uint8)
-        assert plan.prep_x is not None
-        plan.prep_x(x, xn, *plan.prep_args)
+        wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache, x, xn)
     plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
     return plan.kernel
 
@@ -309,10 +352,16 @@ def _plan(
         where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc)
         resident = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where)
         if resident is not None:
-            return _GemmPlan("wgmma_shift_gather", cgp, kp, None, None, (), *resident)
+            run_gemm, run_args, layout = resident
+            prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0)
+            return _GemmPlan(
+                "wgmma_shift_gather", cgp, kp, None, None, (), run_gemm, run_args, layout,
+                prep_w, prep_w_args, None, (),
+            )  # fmt: skip
     xn_shape: tuple[int, int, int, int] | None = None
     prep_x = None
     prep_args: tuple[Any, ...] = ()
+    vec = 0
     if (hpad, wpad) != (h, wd) or not _nhwc_channels(x_shape, x_strides, q.cg, alignment):
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned,
@@ -332,7 +381,14 @@ def _plan(
     if shifted:
         staged = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None)
         if staged is not None:
-            return _GemmPlan("wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, *staged)
+            shift_gemm, shift_args, layout = staged
+            prep_w, prep_w_args, prep_xw, prep_xw_args = _preps(
+                q, cgp, kp, layout, w_dtype, prep_x, vec
+            )
+            return _GemmPlan(
+                "wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, shift_gemm, shift_args, layout,
+                prep_w, prep_w_args, prep_xw, prep_xw_args,
+            )  # fmt: skip
     pixels = n * q.oh * q.ow
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
     if tile is None:
@@ -369,7 +425,8 @@ def _plan(
         ints = (h, wd, q.oh, q.ow, q.r, q.s, q.sh, q.sw, q.dh, q.dw, q.ph, q.pw)
         zx_pattern = np.uint32(zx_byte * 0x01010101)
         gemm_args = (*(np.int32(v) for v in (*ints, *tail)), zx_pattern)
-    return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, gemm, gemm_args)
+    preps = _preps(q, cgp, kp, (0, 0), w_dtype, prep_x, vec)
+    return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, gemm, gemm_args, (0, 0), *preps)
 
 
 def _shift_plan(

@@ -15,7 +15,15 @@ import numpy as np
 
 from ..errors import DescriptorError
 from ..geometry import Window
-from ._common import INT32_LIMIT, byte_value, device_zero_points, launch, sm_count, wrap32
+from ._common import (
+    GRID_YZ_LIMIT,
+    INT32_LIMIT,
+    byte_value,
+    device_zero_points,
+    launch,
+    sm_count,
+    wrap32,
+)
 from ._convolution_integer_depthwise import DepthwisePlan, depthwise, depthwise_plan
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
 from ._convolution_integer_grouped import GroupedPlan, grouped, grouped_plan
@@ -161,13 +169,13 @@ def _tiled_plan(x: Any, q: _Problem, options: Options) -> TiledPlan | None:
     tiles = -(-oh // th) * tiles_w
     threads = min(256, max(32, -(-th * tw // (v * 32)) * 32))
     too_big = max(tiles, oh * ow, 2 * max(h, wd) * max(sh, sw)) > INT32_LIMIT
-    if too_big or g * mchunks > 65535:
+    if too_big or g * mchunks > GRID_YZ_LIMIT:
         return None
     ctas = tiles * g * mchunks
     # Images per CTA: the filter, borders and addresses are set up once per CTA, and the next
     # image's loads overlap this one's arithmetic; keep enough CTAs to fill the SMs.
     nb = options.images_per_cta or ctas * n // (sm_count() * options.ctas_per_sm)
-    nb = max(1, min(n, nb), -(-n // 65535))  # grid z <= 65535
+    nb = max(1, min(n, nb), -(-n // GRID_YZ_LIMIT))  # grid z
     xs_n = int(x.strides[0])
     words = cg * iht * ((iwt + 3) // 4 + 1)  # input words of a one-chunk tile, at most
     pipe = (
@@ -247,7 +255,7 @@ def convolution_integer(
             and cg >= _MIN_TC_CHANNELS
             and q.mg >= _MIN_TC_OUTPUTS
             and byte_value(q.zx, x.dtype == np.int8)
-            and n <= 65535  # grid z of the input transform
+            and n <= GRID_YZ_LIMIT  # grid z of the input transform
             and max(n * oh * ow, h * wd) <= INT32_LIMIT  # flat pixel index is 32-bit in the GEMM
         )
         plan = band = point = group = None

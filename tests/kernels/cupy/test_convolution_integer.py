@@ -493,15 +493,62 @@ def test_zero_points_uploaded_once_per_vector(monkeypatch: pytest.MonkeyPatch) -
     np.testing.assert_array_equal(cupy.asnumpy(e), new)
 
 
-@pytest.mark.parametrize("c", [5440, 5456])
-def test_filter_rows_at_the_staging_limit(c: int) -> None:
-    """The filter prep stages a row in shared memory up to the default limit less its own
-    static part (48 KB - 128 B): 5440 x 9 bytes are staged, 5456 x 9 read where they lie."""
+@pytest.mark.parametrize(
+    ("c", "in_place"), [(5440, True), (5456, True), (2272, False), (2288, False)]
+)
+def test_filter_rows_at_the_staging_limit(c: int, in_place: bool) -> None:
+    """The filter prep stages a row in shared memory up to the default limit less its static
+    part: alone (an input read in place, stored (N, H, W, C) and not padded), 48 KB - 128 B,
+    so 5440 x 9 bytes are staged and 5456 x 9 read where they lie; in one launch with the
+    input prep (whose blocks would each hold the row too), up to 20 KB: 2272 x 9 bytes are
+    staged, 2288 x 9 are not."""
     rng = np.random.default_rng(c)
     x = _rand(rng, (1, c, 6, 6), np.uint8)
     w = _rand(rng, (16, c, 3, 3), np.int8)
     zw = rng.integers(-128, 128, 16).astype(np.int32)
+    pad = (0, 0) if in_place else (1, 1)
+
+    def nhwc(a: Any) -> Any:
+        return a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
+
     ran: list[Any] = []
-    got, want = _run(x, w, 7, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, ran=ran)
+    view = nhwc if in_place else None
+    got, want = _run(x, w, 7, zw, (1, 1), (1, 1), pad, pad, 1, view, ran=ran)
     np.testing.assert_array_equal(got, want)
     assert ran[0] in ("wgmma", "wgmma_shift", "mma_sync")  # each prepares its filter
+
+
+@pytest.mark.parametrize("kernel", ["auto", "mma_sync"])
+@pytest.mark.parametrize(("shape", "m", "strides"), [
+    ((2, 32, 3, 3), 200, (1, 1)),  # 2 input-prep blocks a slice: 100 slices of filter rows
+    ((3, 48, 5, 4), 77, (2, 1)),  # the tap-by-tap GEMM, a ragged last slice
+    ((1, 64, 20, 20), 24, (1, 1)),  # one slice of filter rows, most of its blocks idle
+])  # fmt: skip
+def test_both_preps_in_one_launch(
+    shape: tuple[int, int, int, int], m: int, strides: tuple[int, int], kernel: str
+) -> None:
+    """A call that prepares its filter and transforms its input does both in one launch: the
+    filter rows take the z-slices of the grid after the images' (a row left out would keep the
+    pool's garbage); a second call with the filter kept prepared transforms the input alone."""
+    import cupy
+
+    conv = launcher("convolution_integer")
+    options = conv.Options(tensor_cores=kernel, gather=False)  # the input transformed
+    rng = np.random.default_rng([*shape, m, len(kernel)])
+    w = _rand(rng, (m, shape[1], 3, 3), np.int8)
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    w_dev = cupy.asarray(w)
+    geometry = (strides, (1, 1), (1, 1), (1, 1), 1)
+    cache: dict[Any, Any] = {}
+    for _ in range(2):
+        x = _rand(rng, shape, np.uint8)
+        x_dev = cupy.asarray(x)
+        junk = cupy.full(4 << 20, 0x5A5A5A5A, dtype=cupy.int32)  # what unwritten memory shows
+        del junk
+        ran: list[Any] = []
+        got = conv.convolution_integer(
+            x_dev, w_dev, 3, zw, *geometry, options, ran, filter_cache=cache
+        )
+        want = reference.convolution_integer(x, w, 3, zw, *geometry)
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+        assert ran[0] in ("wgmma", "wgmma_shift", "mma_sync")
