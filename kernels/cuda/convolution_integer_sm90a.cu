@@ -528,6 +528,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // The image's pixels over it: per image met by the run, the flat positions
             // [pa, pb) whose virtual pixels lie in it, in words of 4 pixels x 16 channels.
             const int blocks = Cgp >> 4;  // 16-channel blocks: block b's rows at b L 16
+            constexpr int GI = 2;
             for (long long n = v0 / HWp; n < N && n * HWp < v0 + L; ++n) {
                 const long long base = n * HWp;
                 const int ra = static_cast<int>((v0 > base ? v0 : base) - base);
@@ -540,37 +541,52 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 const unsigned char* xi = xn + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
                 // the virtual pixel of flat position 0 of image n, relative to the run
                 const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
-                for (int i = tid; i < words * blocks; i += THREADS) {
-                    const int blk = i / words;
-                    const int j = ja + (i - blk * words);
-                    unsigned in[4][4];
+                const int items = words * blocks;
+                // GI items a thread at a time: their 16 GI word loads are in flight together
+                for (int i0 = tid; i0 < items; i0 += GI * THREADS) {
+                    unsigned in[GI][4][4];
 #pragma unroll
-                    for (int c = 0; c < 16; ++c) {
-                        const int cc = blk * 16 + c;
-                        in[c >> 2][c & 3] =
-                            cc < Cg ? *reinterpret_cast<const unsigned*>(xi + cc * xs_c + 4 * j)
+                    for (int u = 0; u < GI; ++u) {
+                        const int i = i0 + u * THREADS;
+                        const int blk = i / words;
+                        const int j = ja + (i - blk * words);
+#pragma unroll
+                        for (int c = 0; c < 16; ++c) {
+                            const int cc = blk * 16 + c;
+                            in[u][c >> 2][c & 3] =
+                                i < items && cc < Cg
+                                    ? *reinterpret_cast<const unsigned*>(xi + cc * xs_c + 4 * j)
                                     : zx4;
-                    }
-                    unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) conv::transpose4(in[q], t[q]);
-                    int pos = 4 * j;
-                    int h = pos / W;
-                    int w = pos - h * W;
-                    const unsigned rows = run_base + blk * L * 16;
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        if (pos >= pa && pos < pb) {
-                            const int p = static_cast<int>(p_img + h * Wp + w);
-                            asm volatile(
-                                "st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(rows + p * 16),
-                                "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]), "r"(t[3][b])
-                                : "memory");
                         }
-                        ++pos;
-                        if (++w == W) {
-                            w = 0;
-                            ++h;
+                    }
+#pragma unroll
+                    for (int u = 0; u < GI; ++u) {
+                        const int i = i0 + u * THREADS;
+                        if (i >= items) break;
+                        const int blk = i / words;
+                        const int j = ja + (i - blk * words);
+                        unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) conv::transpose4(in[u][q], t[q]);
+                        int pos = 4 * j;
+                        int h = pos / W;
+                        int w = pos - h * W;
+                        const unsigned rows = run_base + blk * L * 16;
+#pragma unroll
+                        for (int b = 0; b < 4; ++b) {
+                            if (pos >= pa && pos < pb) {
+                                const int p = static_cast<int>(p_img + h * Wp + w);
+                                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                                                 rows + p * 16),
+                                             "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]),
+                                             "r"(t[3][b])
+                                             : "memory");
+                            }
+                            ++pos;
+                            if (++w == W) {
+                                w = 0;
+                                ++h;
+                            }
                         }
                     }
                 }
