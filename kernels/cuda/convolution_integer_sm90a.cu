@@ -541,9 +541,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 const unsigned char* xi = xn + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
                 // the virtual pixel of flat position 0 of image n, relative to the run
                 const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
-                const int items = words * blocks;
+                const int work = words * blocks;  // (16-channel block, word) pairs
                 // GI items a thread at a time: their 16 GI word loads are in flight together
-                for (int i0 = tid; i0 < items; i0 += GI * THREADS) {
+                for (int i0 = tid; i0 < work; i0 += GI * THREADS) {
                     unsigned in[GI][4][4];
 #pragma unroll
                     for (int u = 0; u < GI; ++u) {
@@ -554,7 +554,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                         for (int c = 0; c < 16; ++c) {
                             const int cc = blk * 16 + c;
                             in[u][c >> 2][c & 3] =
-                                i < items && cc < Cg
+                                i < work && cc < Cg
                                     ? *reinterpret_cast<const unsigned*>(xi + cc * xs_c + 4 * j)
                                     : zx4;
                         }
@@ -562,7 +562,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 #pragma unroll
                     for (int u = 0; u < GI; ++u) {
                         const int i = i0 + u * THREADS;
-                        if (i >= items) break;
+                        if (i >= work) break;
                         const int blk = i / words;
                         const int j = ja + (i - blk * words);
                         unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
