@@ -392,6 +392,25 @@ __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned
 }  // namespace wg
 
 namespace wg {
+// Tile `tile` of the shifted-window GEMM: BM-row block tm (fastest), K split sp, pixel block tn,
+// group g; and the split's channel chunks [kb, kb + nk) of KT.
+struct ShiftTile {
+    int tm, sp, tn, g, kb, nk;
+};
+__device__ __forceinline__ ShiftTile shift_tile(int tile, int tiles_m, int splits, int tiles_n,
+                                                int KT) {
+    ShiftTile t;
+    t.tm = tile % tiles_m;
+    int rest = tile / tiles_m;
+    t.sp = rest % splits;
+    rest /= splits;
+    t.tn = rest % tiles_n;
+    t.g = rest / tiles_n;
+    t.kb = t.sp * KT / splits;
+    t.nk = (t.sp + 1) * KT / splits - t.kb;
+    return t;
+}
+
 // Image pixels (flat positions h W + w) whose padded offset (h + ph) Wp + w + pw is below r.
 __device__ __forceinline__ int pixels_before(int r, int H, int W, int Wp, int ph, int pw) {
     const int h = r / Wp - ph;
@@ -411,7 +430,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                          int Wp, int OH, int OW, int S, int dil_h, int dil_w, int M, int Mg,
                          int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles, int H,
                          int W, int ph, int pw, int Cg, unsigned zx4, long long xs_n,
-                         long long xs_c) {
+                         long long xs_c, int splits) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -426,10 +445,11 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
     const unsigned smem_base = conv::smem_addr(smem_raw);
-    const int KT = Cgp >> 5;  // channel chunks of 32 per tile
-    // GATHER: after the stages, the tile's run, chunk after chunk, as a stage holds it
+    const int KT = Cgp >> 5;  // channel chunks of 32
+    // GATHER: after the stages, the tile's run, its split's chunks one after the other, as a
+    // stage holds them
     const unsigned run_base = smem_base + STAGES * stage_bytes;
-    const int run_bytes = GATHER ? KT * L * 32 : 0;
+    const int run_bytes = GATHER ? (KT + splits - 1) / splits * L * 32 : 0;
     // then output offsets and input sums per column, each warp's output block, input sums per
     // row of the run
     constexpr int EPI_PITCH = 40;
@@ -451,24 +471,27 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 #pragma unroll
     for (int t = 0; t < TAPS; ++t) tap_off[t] = (t / S) * dil_h * Wp + (t % S) * dil_w;
 
-    const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
-    const int items = my_tiles * KT;
+    int items = 0;  // (tile, chunk) pairs of this CTA's stream
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        items += wg::shift_tile(tile, tiles_m, splits, tiles_n, KT).nk;
+    }
 
     // The producer side: item (tile, chunk) -> one stage; advanced item by item.
     int ld_tile = blockIdx.x;
     int ld_kc = 0;
-    // CTAs start their channel chunks at different places (the sums do not care about the
-    // order), so that the SMs do not all ask L2 for the same filter bytes at the same moment.
-    const int rot = static_cast<int>(blockIdx.x) % KT;
+    // CTAs start their split's channel chunks at different places (the sums do not care about
+    // the order), so that the SMs do not all ask L2 for the same filter bytes at the same
+    // moment: chunk kc of a tile is its split's (kc + blockIdx.x) % nk-th.
+    auto rotated = [](int kc, int nk) { return (kc + static_cast<int>(blockIdx.x) % nk) % nk; };
     auto load_item = [&](int stage) {
         const unsigned a_base = smem_base + stage * stage_bytes;
         const unsigned b_base = a_base + A_BYTES;
-        const int tm = ld_tile % tiles_m;
-        const int rest = ld_tile / tiles_m;
-        const int tn = rest % tiles_n;
-        const int g = rest / tiles_n;
+        const wg::ShiftTile lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
+        const int tm = lt.tm;
+        const int tn = lt.tn;
+        const int g = lt.g;
         const int m0 = tm * BM;
-        const int chunk = ld_kc + rot < KT ? ld_kc + rot : ld_kc + rot - KT;
+        const int chunk = lt.kb + rotated(ld_kc, lt.nk);
         // The filter lies as the stages want it (the prep's shifted-window layout): one
         // item's A is A_BYTES consecutive bytes.
         const unsigned char* a_src =
@@ -493,7 +516,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                                  ok ? 16 : 0);
             }
         }
-        if (++ld_kc == KT) {
+        if (++ld_kc == lt.nk) {
             ld_kc = 0;
             ld_tile += gridDim.x;
         }
@@ -511,15 +534,15 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     }
     int it = 0;  // the item (tile, chunk) in this CTA's stream
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int tm = tile % tiles_m;
-        const int rest = tile / tiles_m;
-        const int tn = rest % tiles_n;
-        const int g = rest / tiles_n;
+        const wg::ShiftTile ct = wg::shift_tile(tile, tiles_m, splits, tiles_n, KT);
+        const int tm = ct.tm;
+        const int tn = ct.tn;
+        const int g = ct.g;
         const long long v0 = static_cast<long long>(tn) * TN;
         if constexpr (GATHER) {
             // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
-            // z_x over the whole run: the frame, padded channels, pixels past the input.
-            for (int i = tid; i < run_bytes / 16; i += THREADS) {
+            // z_x over the split's run: the frame, padded channels, pixels past the input.
+            for (int i = tid; i < ct.nk * L * 2; i += THREADS) {
                 asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(run_base + i * 16),
                              "r"(zx4)
                              : "memory");
@@ -527,7 +550,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             __syncthreads();
             // The image's pixels over it: per image met by the run, the flat positions
             // [pa, pb) whose virtual pixels lie in it, in words of 4 pixels x 16 channels.
-            const int blocks = Cgp >> 4;  // 16-channel blocks: block b's rows at b L 16
+            const int blocks = 2 * ct.nk;  // the split's 16-channel blocks, rows at b L 16
             constexpr int GI = 2;
             for (long long n = v0 / HWp; n < N && n * HWp < v0 + L; ++n) {
                 const long long base = n * HWp;
@@ -538,7 +561,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 if (pa >= pb) continue;
                 const int ja = pa >> 2;
                 const int words = ((pb + 3) >> 2) - ja;
-                const unsigned char* xi = xn + n * xs_n + static_cast<long long>(g) * Cg * xs_c;
+                // the group's first channel of the split
+                const unsigned char* xi =
+                    xn + n * xs_n + (static_cast<long long>(g) * Cg + 32 * ct.kb) * xs_c;
                 // the virtual pixel of flat position 0 of image n, relative to the run
                 const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
                 const int work = words * blocks;  // (16-channel block, word) pairs
@@ -552,9 +577,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                         const int j = ja + (i - blk * words);
 #pragma unroll
                         for (int c = 0; c < 16; ++c) {
-                            const int cc = blk * 16 + c;
+                            const int cc = blk * 16 + c;  // of the split's channels
                             in[u][c >> 2][c & 3] =
-                                i < work && cc < Cg
+                                i < work && cc < Cg - 32 * ct.kb
                                     ? *reinterpret_cast<const unsigned*>(xi + cc * xs_c + 4 * j)
                                     : zx4;
                         }
@@ -593,7 +618,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             }
             wg::fence_proxy_async();  // published by the barrier of the tile's first chunk
         }
-        for (int kc = 0; kc < KT; ++kc, ++it) {
+        for (int kc = 0; kc < ct.nk; ++kc, ++it) {
             conv::cp_async_wait<STAGES - 2>();
             wg::fence_proxy_async();
             __syncthreads();
@@ -615,8 +640,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
             // the stage's filter chunk is the CTA's rotated one (see load_item); so is the run's
-            const int chunk = kc + rot < KT ? kc + rot : kc + rot - KT;
-            const unsigned b_base = GATHER ? run_base + chunk * L * 32 : a_base + A_BYTES;
+            const unsigned b_base =
+                GATHER ? run_base + rotated(kc, ct.nk) * L * 32 : a_base + A_BYTES;
             wg::fence();
 #pragma unroll
             for (int t = 0; t < TAPS; ++t) {
@@ -691,7 +716,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             for (int h = 0; h < 2; ++h) {
                 const int r = (lane >> 2) + 8 * h;
                 const int m = g * Mg + (r < rows ? row0 + r : Mg - 1);  // any row of the group
-                bm[h] = static_cast<unsigned>(bias[m]);
+                bm[h] = ct.sp == 0 ? static_cast<unsigned>(bias[m]) : 0u;  // once per output
                 zw[h] = ZW ? static_cast<unsigned>(w_zp[m]) : 0u;
             }
             int* const out_rows = out + static_cast<long long>(g * Mg + row0) * P;
@@ -719,9 +744,21 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 const long long off = col_off[wn * BN + 32 * ch + lane];
                 if (off >= 0) {
                     int* o = out_rows + off;
+                    if (splits == 1) {
 #pragma unroll 4
-                    for (int r = 0; r < 16; ++r) {
-                        if (r < rows) o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];
+                        for (int r = 0; r < 16; ++r) {
+                            if (r < rows) {
+                                o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];
+                            }
+                        }
+                    } else {  // the splits' partial sums meet in the zeroed output (mod 2^32)
+#pragma unroll 4
+                        for (int r = 0; r < 16; ++r) {
+                            if (r < rows) {
+                                atomicAdd(o + static_cast<long long>(r) * P,
+                                          wst[r * EPI_PITCH + lane]);
+                            }
+                        }
                     }
                 }
                 __syncwarp();
@@ -750,7 +787,7 @@ DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
     template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA>(       \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, \
-        unsigned, long long, long long)
+        unsigned, long long, long long, int)
 DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false);

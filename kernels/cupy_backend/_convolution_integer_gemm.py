@@ -86,6 +86,11 @@ _SMEM_SM = 228 * 1024
 _SHIFT_MAX_VIRTUAL = 4
 # Its epilogue's shared block per warp: 16 rows of EPI_PITCH = 40 ints.
 _SHIFT_EPI_BYTES = 16 * 40 * 4
+# K splits it may take where its tiles leave SMs idle (each split's partial sums are added into
+# a zeroed output), and the part of a tile's time that a split does not shorten (its first
+# loads, its epilogue, the atomic adds): a planning estimate.
+_SHIFT_MAX_SPLITS = 4
+_SPLIT_FIXED = 0.25
 
 
 @functools.cache
@@ -217,6 +222,7 @@ class _GemmPlan:
     gemm: Launch
     gemm_args: tuple[Any, ...]  # after (filter, input, zero points, bias, out)
     filter_layout: tuple[int, int]  # the prepared filter's (see `_prepared_filter`)
+    zero_out: bool  # the GEMM adds into the output (K split): zero it first
     prep_w: Launch  # the filter prep alone
     prep_w_args: tuple[Any, ...]  # after (filter, zero points, prepared filter, constants)
     prep_xw: Launch | None  # both preps in one launch (where the input is transformed)
@@ -269,6 +275,7 @@ def tensor_core(
     filter_cache: MutableMapping[Hashable, Any] | None = None,
     shift: tuple[int, int, int] | bool = True,
     gather: bool = True,
+    split: int | None = None,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
     the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
@@ -277,7 +284,8 @@ def tensor_core(
     the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
     form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
     may read an NCHW input where it lies (each plane H * W consecutive bytes, 4-byte aligned, H *
-    W a multiple of 4) instead of a transformed copy."""
+    W a multiple of 4) instead of a transformed copy. `split`: that form's K splits (None: as
+    planned; more than its 32-channel chunks: the tap-by-tap GEMM)."""
     import cupy
 
     plan = _plan(
@@ -293,6 +301,7 @@ def tensor_core(
         tile,
         shift,
         gather,
+        split,
     )
     if plan.xn_shape is None:
         wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache)
@@ -300,6 +309,9 @@ def tensor_core(
     else:
         xn = cupy.empty(plan.xn_shape, dtype=cupy.uint8)
         wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache, x, xn)
+    if plan.zero_out:
+        stream = cupy.cuda.get_current_stream().ptr
+        cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
     plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
     return plan.kernel
 
@@ -318,6 +330,7 @@ def _plan(
     tile: tuple[int, int] | None,
     shift: tuple[int, int, int] | bool,
     gather: bool,
+    split: int | None,
 ) -> _GemmPlan:
     from .convolution_integer import _Problem  # that module imports this one
 
@@ -337,7 +350,7 @@ def _plan(
         wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots):
             args = (x_shape, x_strides, x_dtype, w_dtype, alignment, "mma_sync", None, False)
-            return _plan(device, geometry, zw_any, *args, False)  # with its own tile
+            return _plan(device, geometry, zw_any, *args, False, None)  # with its own tile
     plane = plane_alignment(x_shape, x_strides, alignment)
     shifted = kernel == "wgmma" and tile is None and shift is not False
     if (
@@ -350,12 +363,14 @@ def _plan(
         # the input read where it lies: its geometry instead of the transform
         sn, sc = x_strides[:2]
         where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc)
-        resident = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where)
+        resident = _shift_plan(
+            q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split
+        )
         if resident is not None:
-            run_gemm, run_args, layout = resident
+            run_gemm, run_args, layout, zero = resident
             prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0)
             return _GemmPlan(
-                "wgmma_shift_gather", cgp, kp, None, None, (), run_gemm, run_args, layout,
+                "wgmma_shift_gather", cgp, kp, None, None, (), run_gemm, run_args, layout, zero,
                 prep_w, prep_w_args, None, (),
             )  # fmt: skip
     xn_shape: tuple[int, int, int, int] | None = None
@@ -379,15 +394,17 @@ def _plan(
         )
 
     if shifted:
-        staged = _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None)
+        staged = _shift_plan(
+            q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split
+        )
         if staged is not None:
-            shift_gemm, shift_args, layout = staged
+            shift_gemm, shift_args, layout, zero = staged
             prep_w, prep_w_args, prep_xw, prep_xw_args = _preps(
                 q, cgp, kp, layout, w_dtype, prep_x, vec
             )
             return _GemmPlan(
                 "wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, shift_gemm, shift_args, layout,
-                prep_w, prep_w_args, prep_xw, prep_xw_args,
+                zero, prep_w, prep_w_args, prep_xw, prep_xw_args,
             )  # fmt: skip
     pixels = n * q.oh * q.ow
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
@@ -426,7 +443,9 @@ def _plan(
         zx_pattern = np.uint32(zx_byte * 0x01010101)
         gemm_args = (*(np.int32(v) for v in (*ints, *tail)), zx_pattern)
     preps = _preps(q, cgp, kp, (0, 0), w_dtype, prep_x, vec)
-    return _GemmPlan(kernel, cgp, kp, xn_shape, prep_x, prep_args, gemm, gemm_args, (0, 0), *preps)
+    return _GemmPlan(
+        kernel, cgp, kp, xn_shape, prep_x, prep_args, gemm, gemm_args, (0, 0), False, *preps
+    )
 
 
 def _shift_plan(
@@ -440,14 +459,16 @@ def _shift_plan(
     x_dtype: str,
     shift: tuple[int, int, int] | bool,
     where: tuple[int, ...] | None,
-) -> tuple[Launch, tuple[Any, ...], tuple[int, int]] | None:
-    """The shifted-window GEMM's launch, scalar arguments and filter layout, or None where the
-    shape is not its (strides other than 1, other than 9 taps, channels per group not a
-    multiple of 32, more than `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of
-    input pixels too long for shared memory). Its virtual pixels are the padded input's:
-    (N Hp Wp) of them, those outside the output computed and dropped. `where`: the NCHW input
-    read where it lies, (H, W, ph, pw, Cg, z_x in each byte of a word, N and C strides); each
-    CTA then keeps its tile's whole run (every channel) in shared memory."""
+    split: int | None,
+) -> tuple[Launch, tuple[Any, ...], tuple[int, int], bool] | None:
+    """The shifted-window GEMM's launch, scalar arguments, filter layout and whether it adds
+    into a zeroed output (K split over CTAs), or None where the shape is not its (strides other
+    than 1, other than 9 taps, channels per group not a multiple of 32, more than
+    `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of input pixels too long for
+    shared memory, a forced `split` beyond its channel chunks). Its virtual pixels are the
+    padded input's: (N Hp Wp) of them, those outside the output computed and dropped. `where`:
+    the NCHW input read where it lies, (H, W, ph, pw, Cg, z_x in each byte of a word, N and C
+    strides); each CTA then keeps its tile's run (its split's channels) in shared memory."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
     if (q.sh, q.sw) != (1, 1) or q.r * q.s != _SHIFT_TAPS or cgp % 32:
@@ -456,34 +477,42 @@ def _shift_plan(
     if pixels > _SHIFT_MAX_VIRTUAL * q.n * q.oh * q.ow:
         return None
     reach = (q.r - 1) * q.dh * wpad + (q.s - 1) * q.dw  # the last tap's shift, in pixels
+    kt = cgp // 32  # channel chunks
     sms = sm_count()
-    best: tuple[float, int, int, int, int, int, int, int, int, int] | None = None
+    best: tuple[float, int, int, int, int, int, int, int, int, int, int] | None = None
     for wm, wn, bn, stages, per_sm, eff in SHIFT_TILES:
         if shift is not True and shift != (wm, wn, bn):
             continue
         tn = wn * bn
         run = tn + reach
-        # stages (the filter's chunk, and the run's unless it is resident), the resident run,
-        # then per column an offset and a sum, each warp's 16 x 40 output block, and per row of
-        # the run a sum
-        warps = 4 * wm * wn
-        stage = _SHIFT_TAPS * 64 * wm * 32 + (0 if where else run * 32)
-        smem = stages * stage + (run * cgp if where else 0) + tn * 12
-        smem += warps * _SHIFT_EPI_BYTES + run * 4
-        fits = smem <= min(_SMEM_CTA, _SMEM_SM // per_sm - 1024)
-        if not fits or pixels + tn + reach > 2**31 - 1:
+        if pixels + tn + reach > 2**31 - 1:
             continue
         tiles_m, tiles_n = math.ceil(q.mg / (64 * wm)), math.ceil(pixels / tn)
         tiles = tiles_m * tiles_n * q.g
-        # waves of tiles, times a tile's time: its work, times the CTAs sharing its SM
-        sharing = min(per_sm, math.ceil(tiles / sms))
-        cost = math.ceil(tiles / (sms * per_sm)) * 64 * wm * tn * sharing / eff
-        if best is None or cost < best[0]:
-            best = (cost, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n)
+        for splits in [split] if split else range(1, min(kt, _SHIFT_MAX_SPLITS) + 1):
+            if splits > kt:
+                continue
+            # stages (the filter's chunk, and the run's unless it is resident), the resident
+            # run (the split's chunks), then per column an offset and a sum, each warp's 16 x 40
+            # output block, and per row of the run a sum
+            stage = _SHIFT_TAPS * 64 * wm * 32 + (0 if where else run * 32)
+            resident = -(-kt // splits) * run * 32 if where else 0
+            smem = stages * stage + resident + tn * 12
+            smem += 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4
+            if smem > min(_SMEM_CTA, _SMEM_SM // per_sm - 1024):
+                continue
+            # waves of CTAs, times a tile's time: its work (the part a split shortens, and the
+            # part it does not), times the CTAs sharing its SM
+            ctas = tiles * splits
+            sharing = min(per_sm, math.ceil(ctas / sms))
+            work = (1 / splits + _SPLIT_FIXED) / (1 + _SPLIT_FIXED)
+            cost = math.ceil(ctas / (sms * per_sm)) * 64 * wm * tn * sharing * work / eff
+            if best is None or cost < best[0]:
+                best = (cost, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits)
     if best is None:
         return None
-    _, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n = best
-    tiles = tiles_m * tiles_n * q.g
+    _, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits = best
+    tiles = tiles_m * tiles_n * q.g * splits
     template = (
         np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS,
         where is not None,
@@ -501,6 +530,6 @@ def _shift_plan(
     h, wd, ph, pw, cg, zx4, sn, sc = where or (0,) * 8
     args = (
         *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
-        np.uint32(zx4), np.int64(sn), np.int64(sc),
+        np.uint32(zx4), np.int64(sn), np.int64(sc), np.int32(splits),
     )  # fmt: skip
-    return gemm, args, (64 * wm, tiles_m)
+    return gemm, args, (64 * wm, tiles_m), splits > 1

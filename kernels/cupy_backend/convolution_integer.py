@@ -69,6 +69,9 @@ class Options:
     # the shifted-window GEMM reads an NCHW input where it lies where its planes allow (H * W
     # consecutive bytes each, 4-byte aligned, H * W a multiple of 4), not a transformed copy
     gather: bool = True
+    # the shifted-window GEMM's K (channel chunks of 32) split over this many CTAs whose partial
+    # sums add up in the output (None: where the planner expects its tiles to leave SMs idle)
+    split_k: int | None = None
 
 
 _DEFAULT_OPTIONS = Options()
@@ -280,8 +283,9 @@ def convolution_integer(
         elif use_tc:
             kernel = gemm_kernel(options.tensor_cores)
             what = tensor_core(
-                x, w, out, q, kernel, options.tile, filter_cache, options.shifted, options.gather
-            )
+                x, w, out, q, kernel, options.tile, filter_cache, options.shifted,
+                options.gather, options.split_k,
+            )  # fmt: skip
         elif band is not None:
             depthwise(x, w, out, q, band)
             what = band

@@ -199,6 +199,70 @@ def test_persistent_ctas(
     assert what == _expected(17 * width % 4 == 0)
 
 
+@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize(
+    ("shape", "m", "splits"),
+    [
+        ((2, 128, 10, 12), 64, 2),  # four chunks, two a split
+        ((2, 128, 10, 12), 136, 3),  # splits of 1, 1 and 2 chunks; a partial 64-row block
+        ((3, 96, 8, 8), 40, 2),  # three chunks: 1 and 2
+        ((1, 256, 7, 8), 72, 4),  # eight chunks, tiles far fewer than SMs
+    ],
+)
+def test_split_k(shape: tuple[int, int, int, int], m: int, splits: int, gather: bool) -> None:
+    """The channel chunks split over CTAs whose partial sums (with the bias once, the z_w term
+    per split) add up in the zeroed output."""
+    rng = np.random.default_rng([*shape, m, splits])
+    x = random_int8(rng, shape, np.uint8)
+    w = random_int8(rng, (m, shape[1], 3, 3), np.int8)
+    conv = launcher("convolution_integer")
+    options = conv.Options(gather=gather, split_k=splits)
+    for zp_mode in ("none", "channel"):
+        zx = random_zero_point(rng, np.uint8)
+        zw = zero_points(rng, zp_mode, np.int8, m)
+        what = check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
+        assert what == _expected(gather)
+
+
+@pytest.mark.parametrize("splits", [2, 3])
+def test_split_k_persistent(splits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one SM, a CTA runs every (tile, split) in turn, each split's chunk count its own."""
+    gemm = launcher("_convolution_integer_gemm")
+    rng = np.random.default_rng([splits, 11])
+    x = random_int8(rng, (2, 160, 9, 12), np.int8)  # five chunks
+    w = random_int8(rng, (100, 160, 3, 3), np.uint8)
+    zw = zero_points(rng, "channel", np.uint8, 100)
+    options = launcher("convolution_integer").Options(split_k=splits)
+    gemm._plan.cache_clear()  # plans made with the real SM count would be reused
+    monkeypatch.setattr(gemm, "sm_count", lambda: 1)
+    try:
+        what = check(x, w, -9, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
+    finally:
+        gemm._plan.cache_clear()
+    assert what == _expected(gathered=True)
+
+
+def test_split_k_sums_past_32_bits() -> None:
+    """Partial sums that each pass 2^31 add up modulo 2^32 as the reference's do."""
+    rng = np.random.default_rng(10)
+    x = rng.integers(250, 256, (1, 2048, 4, 4)).astype(np.uint8)
+    w = rng.integers(-128, -124, (64, 2048, 3, 3)).astype(np.int8)
+    zw = np.full(64, 127, np.int32)
+    options = launcher("convolution_integer").Options(split_k=4)
+    what = check(x, w, 0, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
+    assert what in ("wgmma_shift", "wgmma_shift_gather", "mma_sync")
+
+
+def test_split_k_beyond_the_chunks_takes_the_other_gemm() -> None:
+    rng = np.random.default_rng(12)
+    x = random_int8(rng, (1, 64, 6, 6), np.uint8)  # two chunks
+    w = random_int8(rng, (32, 64, 3, 3), np.int8)
+    options = launcher("convolution_integer").Options(split_k=3)
+    what = check(x, w, 128, np.zeros(32, np.int32), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+                 options=options)  # fmt: skip
+    assert what in ("wgmma", "mma_sync")
+
+
 @pytest.mark.parametrize(
     ("c", "strides", "k"),
     [(48, (1, 1), (3, 3)), (64, (2, 2), (3, 3)), (64, (1, 1), (2, 2)), (64, (1, 1), (5, 5))],
