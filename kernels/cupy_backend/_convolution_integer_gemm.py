@@ -91,6 +91,7 @@ _SHIFT_EPI_BYTES = 16 * 40 * 4
 # loads, its epilogue, the atomic adds): a planning estimate.
 _SHIFT_MAX_SPLITS = 4
 _SPLIT_FIXED = 0.25
+_SPLIT_EXTRA = 1.1  # a split's zeroed output and atomic adds: taken only for a 10% gain
 
 
 @functools.cache
@@ -471,6 +472,8 @@ def _shift_plan(
     strides); each CTA then keeps its tile's run (its split's channels) in shared memory."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
+    if split is not None and split < 1:
+        raise ValueError(f"split_k {split} is not a positive number of K splits")
     if (q.sh, q.sw) != (1, 1) or q.r * q.s != _SHIFT_TAPS or cgp % 32:
         return None
     pixels = q.n * hpad * wpad
@@ -506,6 +509,7 @@ def _shift_plan(
             ctas = tiles * splits
             sharing = min(per_sm, math.ceil(ctas / sms))
             work = (1 / splits + _SPLIT_FIXED) / (1 + _SPLIT_FIXED)
+            work *= _SPLIT_EXTRA if splits > 1 else 1.0
             cost = math.ceil(ctas / (sms * per_sm)) * 64 * wm * tn * sharing * work / eff
             if best is None or cost < best[0]:
                 best = (cost, wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits)

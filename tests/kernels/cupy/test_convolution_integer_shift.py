@@ -33,8 +33,11 @@ def _tiles() -> list[tuple[int, int, int]]:
 
 
 def _options(tile: tuple[int, int, int] | None = None, gather: bool = True) -> Any:
-    shifted = tile if tile is not None else True
-    return launcher("convolution_integer").Options(shifted=shifted, gather=gather)
+    """A forced tile runs unsplit (the plain stores); the planner may split K otherwise."""
+    options = launcher("convolution_integer").Options
+    if tile is None:
+        return options(gather=gather)
+    return options(shifted=tile, gather=gather, split_k=1)
 
 
 @pytest.mark.parametrize("gather", [True, False])
@@ -201,38 +204,42 @@ def test_persistent_ctas(
 
 @pytest.mark.parametrize("gather", [True, False])
 @pytest.mark.parametrize(
-    ("shape", "m", "splits"),
+    ("shape", "m", "groups", "splits"),
     [
-        ((2, 128, 10, 12), 64, 2),  # four chunks, two a split
-        ((2, 128, 10, 12), 136, 3),  # splits of 1, 1 and 2 chunks; a partial 64-row block
-        ((3, 96, 8, 8), 40, 2),  # three chunks: 1 and 2
-        ((1, 256, 7, 8), 72, 4),  # eight chunks, tiles far fewer than SMs
+        ((2, 128, 10, 12), 64, 1, 2),  # four chunks, two a split
+        ((2, 128, 10, 12), 136, 1, 3),  # splits of 1, 1 and 2 chunks; a partial 64-row block
+        ((3, 96, 8, 8), 40, 1, 2),  # three chunks: 1 and 2
+        ((1, 256, 7, 8), 72, 1, 4),  # eight chunks, tiles far fewer than SMs
+        ((2, 256, 10, 12), 64, 2, 2),  # two groups of 128 channels, four chunks each
     ],
 )
-def test_split_k(shape: tuple[int, int, int, int], m: int, splits: int, gather: bool) -> None:
+def test_split_k(
+    shape: tuple[int, int, int, int], m: int, groups: int, splits: int, gather: bool
+) -> None:
     """The channel chunks split over CTAs whose partial sums (with the bias once, the z_w term
     per split) add up in the zeroed output."""
     rng = np.random.default_rng([*shape, m, splits])
     x = random_int8(rng, shape, np.uint8)
-    w = random_int8(rng, (m, shape[1], 3, 3), np.int8)
+    w = random_int8(rng, (m, shape[1] // groups, 3, 3), np.int8)
     conv = launcher("convolution_integer")
     options = conv.Options(gather=gather, split_k=splits)
     for zp_mode in ("none", "channel"):
         zx = random_zero_point(rng, np.uint8)
         zw = zero_points(rng, zp_mode, np.int8, m)
-        what = check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
+        what = check(x, w, zx, zw, (1, 1), (1, 1), (1, 1), (1, 1), groups, options=options)
         assert what == _expected(gather)
 
 
 @pytest.mark.parametrize("splits", [2, 3])
 def test_split_k_persistent(splits: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With one SM, a CTA runs every (tile, split) in turn, each split's chunk count its own."""
+    """With one SM (two CTAs of the 64 x 128 tile), a CTA runs many (tile, split) pairs in
+    turn, each split's chunk count its own, the second CTA's chunk order rotated."""
     gemm = launcher("_convolution_integer_gemm")
     rng = np.random.default_rng([splits, 11])
     x = random_int8(rng, (2, 160, 9, 12), np.int8)  # five chunks
     w = random_int8(rng, (100, 160, 3, 3), np.uint8)
     zw = zero_points(rng, "channel", np.uint8, 100)
-    options = launcher("convolution_integer").Options(split_k=splits)
+    options = launcher("convolution_integer").Options(shifted=(1, 1, 128), split_k=splits)
     gemm._plan.cache_clear()  # plans made with the real SM count would be reused
     monkeypatch.setattr(gemm, "sm_count", lambda: 1)
     try:
@@ -243,14 +250,18 @@ def test_split_k_persistent(splits: int, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_split_k_sums_past_32_bits() -> None:
-    """Partial sums that each pass 2^31 add up modulo 2^32 as the reference's do."""
+    """Sums past 2^31 (K = 9 x 4096), split in four: the partial sums add up modulo 2^32 as
+    the reference's do."""
     rng = np.random.default_rng(10)
-    x = rng.integers(250, 256, (1, 2048, 4, 4)).astype(np.uint8)
-    w = rng.integers(-128, -124, (64, 2048, 3, 3)).astype(np.int8)
+    x = rng.integers(250, 256, (1, 4096, 4, 4)).astype(np.uint8)
+    w = rng.integers(-128, -124, (64, 4096, 3, 3)).astype(np.int8)
     zw = np.full(64, 127, np.int32)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))  # z_x = 0
+    center = xp[0, :, 1:4, 1:4].reshape(-1) @ (w.astype(np.int64) - 127).reshape(64, -1).T
+    assert np.abs(center).max() > 2**31  # an interior pixel's sum really wraps
     options = launcher("convolution_integer").Options(split_k=4)
     what = check(x, w, 0, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
-    assert what in ("wgmma_shift", "wgmma_shift_gather", "mma_sync")
+    assert what == _expected()  # the run of 4096 channels does not fit shared memory
 
 
 def test_split_k_beyond_the_chunks_takes_the_other_gemm() -> None:
