@@ -1,0 +1,160 @@
+"""Where the shifted-window GEMM's time goes: copies of `conv_int_wgmma_shift` with parts compiled
+out (the filter and input loads, the MMAs, the output stores), each timed on the benchmark's 3x3
+layers against the whole kernel.
+
+Every variant runs 20 times back to back behind a GPU spin (so the host's launches queue up and
+the figure is the GPU's time per launch), on random data; the variants' results are meaningless
+and not checked. Variants:
+
+- whole: the kernel as it is;
+- no stores: the epilogue's arithmetic and shared-memory traffic, no global stores;
+- no loads or stores: the MMAs and the epilogue's arithmetic alone;
+- + taps not shifted / + 128-byte swizzle: the same, every tap's B descriptor at the run's start,
+  or both operands' descriptors in the 128-byte swizzle mode at aligned addresses (timing only:
+  does the layout cost the tensor cores anything?);
+- no MMAs: the loop, its barriers and the epilogue's arithmetic.
+
+Run on a GPU of compute capability 9.0, from the repository root:
+``python3 bench/conv_shift_phases.py``. The source patches assert the lines they rewrite, so a
+change to the kernel that moves them stops this tool with the line it no longer finds.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+LAYERS = [(32, 128, 28, 128), (32, 64, 56, 64), (32, 256, 14, 256)]  # (N, C, HW, M), 3x3
+TILES = [(2, 1, 224), (2, 1, 128), (1, 1, 256)]  # (warpgroups along M, along N, pixels each)
+NO_LOADS = ("-DNO_A", "-DNO_B")
+VARIANTS = {
+    "whole": (),
+    "no stores": ("-DEPI_NOST",),
+    "no loads or stores": (*NO_LOADS, "-DEPI_NOST"),
+    "+ taps not shifted": (*NO_LOADS, "-DEPI_NOST", "-DNOSHIFT"),
+    "+ 128-byte swizzle": (*NO_LOADS, "-DEPI_NOST", "-DSWZ"),
+    "no MMAs": (*NO_LOADS, "-DNO_MMA", "-DEPI_NOST"),
+}
+
+
+def _patched(source: str) -> str:
+    """The kernel source with the variants' preprocessor switches."""
+
+    def swap(text: str, new: str) -> str:
+        assert source.count(text) == 1, f"not found once in the kernel: {text[:70]!r}"
+        return source.replace(text, new)
+
+    def guard(text: str, flag: str) -> str:
+        return swap(text, f"\n#ifndef {flag}\n{text}\n#endif\n")
+
+    source = guard(
+        "conv::cp_async16(a_base + i * 16, ok ? a_src + i * 16 : wp, ok ? 16 : 0);", "NO_A"
+    )
+    source = guard(
+        "conv::cp_async16(b_base + ((i & 1) * L + r) * 16, ok ? b_src + p * slots : xn,\n"
+        "                             ok ? 16 : 0);",
+        "NO_B",
+    )
+    source = guard("wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);", "NO_MMA")
+    store = "if (r < rows) o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];"
+    source = swap(
+        store,
+        f"\n#if defined(EPI_NOST)\nsink += wst[r * EPI_PITCH + lane];\n#else\n{store}\n#endif\n",
+    )
+    source = swap(
+        "    int it = 0;  // the item", "    unsigned sink = 0;\n    int it = 0;  // the item"
+    )
+    end = "    conv::cp_async_wait<0>();\n#endif\n}"
+    source = swap(end, end.replace("#endif", "    if (sink == 0x12345u) out[0] = 1;\n#endif"))
+    descriptors = (
+        "                const unsigned long long da =\n"
+        "                    wg::desc_plain(a_base + (t * 2 * BM + wm * 64) * 16, BM * 16, 128);\n"
+        "                const unsigned long long db =\n"
+        "                    wg::desc_plain(b_base + (tap_off[t] + wn * BN) * 16, L * 16, 128);"
+    )
+    unshifted = descriptors.replace("(tap_off[t] + wn * BN)", "(wn * BN)")
+    swizzled = (
+        "                const unsigned sb = (smem_base + 1023u) & ~1023u;\n"
+        "                const unsigned long long da = (unsigned long long)(((sb + wm * 8192)"
+        " & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);\n"
+        "                const unsigned long long db = (unsigned long long)(((sb + 16384 + wn * BN"
+        " * 128) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);"
+    )
+    return swap(
+        descriptors,
+        f"\n#if defined(SWZ)\n{swizzled}\n#elif defined(NOSHIFT)\n{unshifted}\n#else\n"
+        f"{descriptors}\n#endif\n",
+    )
+
+
+def main() -> None:
+    import cupy
+
+    from dmlserve.kernels.cupy_backend import _convolution_integer_gemm as gemm
+    from dmlserve.kernels.cupy_backend._common import sm_count
+    from dmlserve.kernels.cupy_backend._loader import BASE_OPTIONS, CUDA_DIR, name_expression
+
+    source = _patched((CUDA_DIR / "convolution_integer_sm90a.cu").read_text())
+    sms = sm_count()
+    spin = cupy.RawKernel(
+        'extern "C" __global__ void spin(long long n) {'
+        " long long t = clock64(); while (clock64() - t < n) {} }",
+        "spin",
+    )
+    tiles = {t[:3]: t for t in gemm.SHIFT_TILES}
+    print("| layer | tile | " + " | ".join(VARIANTS) + " |")
+    print("|---|---|" + "---|" * len(VARIANTS))
+    for n, c, hw, m in LAYERS:
+        hp = wp = hw + 2
+        xn = cupy.random.randint(0, 256, (n, hp, wp, c), dtype=cupy.uint8)
+        zp = cupy.zeros(m, cupy.int32)
+        bias = cupy.zeros(m, cupy.int32)
+        out = cupy.empty((n, m, hw, hw), cupy.int32)
+        for key in TILES:
+            wm, wn, bn, stages, per_sm, _ = tiles[key]
+            tn = wn * bn
+            run = tn + 2 * wp + 2
+            smem = stages * (9 * 64 * wm * 32 + run * 32) + tn * 12 + run * 4
+            smem += 4 * wm * wn * gemm._SHIFT_EPI_BYTES
+            tiles_m, tiles_n = math.ceil(m / (64 * wm)), math.ceil(n * hp * wp / tn)
+            count = tiles_m * tiles_n
+            w = cupy.random.randint(0, 256, (tiles_m * 64 * wm, 9 * c), dtype=cupy.uint8)
+            ints = (n, hp, wp, hw, hw, 3, 1, 1, m, m, c, c, run, tiles_m, tiles_n, count)
+            args = (w, xn, zp, bias, out, *(np.int32(v) for v in ints))
+            times = []
+            for flags in VARIANTS.values():
+                expression = name_expression(
+                    "conv_int_wgmma_shift", np.dtype(np.int8), np.dtype(np.uint8), wm, wn, bn,
+                    stages, False, 9,
+                )  # fmt: skip
+                module = cupy.RawModule(
+                    code=source,
+                    options=(*BASE_OPTIONS, "-arch=sm_90a", *flags),
+                    name_expressions=[expression],
+                )
+                kernel = module.get_function(expression)
+                kernel.max_dynamic_shared_size_bytes = smem
+                grid = (min(count, sms * per_sm), 1, 1)
+                block = (128 * wm * wn, 1, 1)
+                for _ in range(3):
+                    kernel(grid, block, args, shared_mem=smem)
+                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+                spin((1,), (1,), (np.int64(2_000_000),))
+                start.record()
+                for _ in range(20):
+                    kernel(grid, block, args, shared_mem=smem)
+                stop.record()
+                stop.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, stop) / 20 * 1e3)
+            cells = " | ".join(f"{t:.1f}" for t in times)
+            print(f"| 3x3 {c} @{hw} | {64 * wm} x {tn} | {cells} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
