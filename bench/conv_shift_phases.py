@@ -53,16 +53,16 @@ def _patched(source: str) -> str:
     def guard(text: str, flag: str) -> str:
         return swap(text, f"\n#ifndef {flag}\n{text}\n#endif\n")
 
+    def statement(start: str) -> str:  # from `start` to its semicolon
+        at = source.index(start)
+        return source[at : source.index(";", at) + 1]
+
     source = guard(
         "conv::cp_async16(a_base + i * 16, ok ? a_src + i * 16 : wp, ok ? 16 : 0);", "NO_A"
     )
-    source = guard(
-        "conv::cp_async16(b_base + ((i & 1) * L + r) * 16, ok ? b_src + p * slots : xn,\n"
-        "                             ok ? 16 : 0);",
-        "NO_B",
-    )
+    source = guard(statement("conv::cp_async16(b_base + ((i & 1) * L + r) * 16"), "NO_B")
     source = guard("wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);", "NO_MMA")
-    store = "if (r < rows) o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];"
+    store = "o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];"
     source = swap(
         store,
         f"\n#if defined(EPI_NOST)\nsink += wst[r * EPI_PITCH + lane];\n#else\n{store}\n#endif\n",
@@ -126,12 +126,14 @@ def main() -> None:
             count = tiles_m * tiles_n
             w = cupy.random.randint(0, 256, (tiles_m * 64 * wm, 9 * c), dtype=cupy.uint8)
             ints = (n, hp, wp, hw, hw, 3, 1, 1, m, m, c, c, run, tiles_m, tiles_n, count)
-            args = (w, xn, zp, bias, out, *(np.int32(v) for v in ints))
+            # the input transformed (not gathered), K unsplit
+            rest = (*(np.int32(0) for _ in range(5)), np.uint32(0), np.int64(0), np.int64(0))
+            args = (w, xn, zp, bias, out, *(np.int32(v) for v in ints), *rest, np.int32(1))
             times = []
             for flags in VARIANTS.values():
                 expression = name_expression(
                     "conv_int_wgmma_shift", np.dtype(np.int8), np.dtype(np.uint8), wm, wn, bn,
-                    stages, False, 9,
+                    stages, False, 9, False,
                 )  # fmt: skip
                 module = cupy.RawModule(
                     code=source,
