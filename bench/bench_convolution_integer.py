@@ -191,6 +191,16 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         row["kernel"] = kinds.get(type(ran[0])) or shifts[ran[0]]
         row["ours_previous_ms"] = time_ms(previous, inner, reps, 3)
         row["ours_previous_registered_ms"] = time_ms(previous_registered, inner, reps, 3)
+    if ran[0] in shifts:  # the same GEMM with K unsplit (the planner may split it)
+        unsplit_options = mod.Options(split_k=1)
+        unsplit_cache: dict[Any, Any] = {}
+
+        def unsplit(i: int) -> Any:
+            return mod.convolution_integer(
+                xs[i % 3], w, 128, zw, *geo, g, unsplit_options, filter_cache=unsplit_cache
+            )
+
+        row["unsplit_registered_ms"] = time_ms(unsplit, inner, reps, 3)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
 
         def variant(options: Any) -> Callable[[int], Any]:
@@ -376,7 +386,12 @@ def main() -> None:
                 f"ours/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
                 f"registered/cuDNN {r['cudnn_fp16_ms'] / r['registered_ms']:.2f}x, "
                 f"ours/previous {r['ours_previous_ms'] / r['ours_ms']:.2f}x "
-                f"(registered {r['ours_previous_registered_ms'] / r['registered_ms']:.2f}x)",
+                f"(registered {r['ours_previous_registered_ms'] / r['registered_ms']:.2f}x)"
+                + (
+                    f"; K unsplit, registered {r['unsplit_registered_ms'] * 1e3:.1f} us"
+                    if "unsplit_registered_ms" in r
+                    else ""
+                ),
                 flush=True,
             )
     if args.sweep:
