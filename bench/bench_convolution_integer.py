@@ -174,8 +174,8 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     mod.convolution_integer(xs[0], w, 128, zw, *geo, g, ran=ran)
     kinds = {mod.PointwisePlan: "pointwise", mod.GroupedPlan: "grouped"}
     shifts = {"wgmma_shift": "shifted-window GEMM", "wgmma_shift_gather": "NCHW-reading GEMM"}
-    shifted = isinstance(ran[0], str) and ran[0] in shifts
-    if type(ran[0]) in kinds or shifted:  # timed beside the path it replaced
+    on_shift = isinstance(ran[0], str) and ran[0] in shifts
+    if type(ran[0]) in kinds or on_shift:  # timed beside the path it replaced
         previous_options = mod.Options(pointwise=False, grouped=False, shifted=False)
         if ran[0] == "wgmma_shift_gather":  # the same GEMM on the transformed input
             previous_options = mod.Options(gather=False)
@@ -192,7 +192,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
         row["kernel"] = kinds.get(type(ran[0])) or shifts[ran[0]]
         row["ours_previous_ms"] = time_ms(previous, inner, reps, 3)
         row["ours_previous_registered_ms"] = time_ms(previous_registered, inner, reps, 3)
-    if shifted:  # the same GEMM with K unsplit (the planner may split it)
+    if on_shift:  # the same GEMM with K unsplit (the planner may split it)
         unsplit_options = mod.Options(split_k=1)
         unsplit_cache: dict[Any, Any] = {}
 
@@ -254,7 +254,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
                 key = f"{kernel} {bm}x{bn}"
                 row["tiles"][key] = time_ms(tiled, inner, max(3, reps // 3), 2)
-        if shifted:  # the shifted-window GEMM's tiles, filter kept prepared
+        if on_shift:  # the shifted-window GEMM's tiles, filter kept prepared
             for wm, wn, bn, *_ in gemm.SHIFT_TILES:
                 shifted = mod.Options(shifted=(wm, wn, bn))
                 kept: dict[Any, Any] = {}
