@@ -301,6 +301,16 @@ template __global__ void dml::conv_int_prep_x<4>(const unsigned char*, unsigned 
 template __global__ void dml::conv_int_prep_w<signed char>(const unsigned char*, const int*, unsigned char*,
                                                int*, int, int, int, int, int, int, int, int,
                                                int, long long, long long, long long, long long);
+template __global__ void dml::conv_int_prep_xw<0, signed char>(
+    const unsigned char*, unsigned char*, int, int, int, int, int, int, int, int, int, unsigned,
+    long long, long long, long long, long long, int, int, const unsigned char*, const int*,
+    unsigned char*, int*, int, int, int, int, int, int, int, long long, long long, long long,
+    long long);
+template __global__ void dml::conv_int_prep_xw<4, signed char>(
+    const unsigned char*, unsigned char*, int, int, int, int, int, int, int, int, int, unsigned,
+    long long, long long, long long, long long, int, int, const unsigned char*, const int*,
+    unsigned char*, int*, int, int, int, int, int, int, int, long long, long long, long long,
+    long long);
 template __global__ void dml::conv_int_prep_xw<16, unsigned char>(
     const unsigned char*, unsigned char*, int, int, int, int, int, int, int, int, int, unsigned,
     long long, long long, long long, long long, int, int, const unsigned char*, const int*,

@@ -794,5 +794,7 @@ DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true);
 DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true);
 DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false);
+DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true);
 #undef DML_WS_INST
 #endif

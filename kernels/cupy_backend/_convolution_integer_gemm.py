@@ -371,8 +371,14 @@ def _plan(
         resident = _shift_plan(
             q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split
         )
-        if resident is not None:
-            run_gemm, run_args, layout, zero = resident
+        # where keeping the run resident leaves only smaller tiles or forced splits, the
+        # transformed input may be faster still: take the one the model expects to be faster
+        # (the transform pass not counted)
+        staged = _shift_plan(
+            q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split
+        )
+        if resident is not None and (staged is None or resident[4] <= staged[4]):
+            run_gemm, run_args, layout, zero, _ = resident
             prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0)
             return _GemmPlan(
                 "wgmma_shift_gather", cgp, kp, None, None, (), run_gemm, run_args, layout, zero,
@@ -403,7 +409,7 @@ def _plan(
             q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split
         )
         if staged is not None:
-            shift_gemm, shift_args, layout, zero = staged
+            shift_gemm, shift_args, layout, zero, _ = staged
             prep_w, prep_w_args, prep_xw, prep_xw_args = _preps(
                 q, cgp, kp, layout, w_dtype, prep_x, vec
             )
@@ -465,9 +471,9 @@ def _shift_plan(
     shift: tuple[int, int, int] | bool,
     where: tuple[int, ...] | None,
     split: int | None,
-) -> tuple[Launch, tuple[Any, ...], tuple[int, int], bool] | None:
-    """The shifted-window GEMM's launch, scalar arguments, filter layout and whether it adds
-    into a zeroed output (K split over CTAs), or None where the shape is not its (strides other
+) -> tuple[Launch, tuple[Any, ...], tuple[int, int], bool, float] | None:
+    """The shifted-window GEMM's launch, scalar arguments, filter layout, whether it adds
+    into a zeroed output (K split over CTAs) and its modelled clocks, or None where the shape is not its (strides other
     than 1, other than 9 taps, channels per group not a multiple of 32, more than
     `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of input pixels too long for
     shared memory, a forced `split` beyond its channel chunks). Its virtual pixels are the
@@ -552,4 +558,4 @@ def _shift_plan(
         *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
         np.uint32(zx4), np.int64(sn), np.int64(sc), np.int32(splits),
     )  # fmt: skip
-    return gemm, args, (64 * wm, tiles_m), splits > 1
+    return gemm, args, (64 * wm, tiles_m), splits > 1, best[1]

@@ -211,6 +211,8 @@ def test_persistent_ctas(
         ((3, 96, 8, 8), 40, 1, 2),  # three chunks: 1 and 2
         ((1, 256, 7, 8), 72, 1, 4),  # eight chunks, tiles far fewer than SMs
         ((2, 256, 10, 12), 64, 2, 2),  # two groups of 128 channels, four chunks each
+        ((2, 84, 8, 8), 40, 1, 3),  # 84 channels: the last split's chunk half padding
+        ((2, 168, 8, 8), 40, 2, 3),  # the same in each of two groups
     ],
 )
 def test_split_k(
