@@ -472,10 +472,10 @@ def _shift_plan(
     where: tuple[int, ...] | None,
     split: int | None,
 ) -> tuple[Launch, tuple[Any, ...], tuple[int, int], bool, float] | None:
-    """The shifted-window GEMM's launch, scalar arguments, filter layout, whether it adds
-    into a zeroed output (K split over CTAs) and its modelled clocks, or None where the shape is not its (strides other
-    than 1, other than 9 taps, channels per group not a multiple of 32, more than
-    `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of input pixels too long for
+    """The shifted-window GEMM's launch, scalar arguments, filter layout, whether it adds into
+    a zeroed output (K split over CTAs) and its modelled clocks, or None where the shape is not
+    its (strides other than 1, other than 9 taps, channels per group not a multiple of 32, more
+    than `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of input pixels too long for
     shared memory, a forced `split` beyond its channel chunks). Its virtual pixels are the
     padded input's: (N Hp Wp) of them, those outside the output computed and dropped. `where`:
     the NCHW input read where it lies, (H, W, ph, pw, Cg, z_x in each byte of a word, N and C
