@@ -2,7 +2,8 @@
 out (the filter and input loads, the MMAs, the output stores), each timed on the benchmark's 3x3
 layers against the whole kernel.
 
-Every variant runs 20 times back to back behind a GPU spin (so the host's launches queue up and
+Each layer and tile launches as the planner would launch it (`_shift_plan` with the tile forced),
+timed as the benchmark times its calls (`time_ms`: batches of 20 launches behind a GPU spin, so
 the figure is the GPU's time per launch), on random data; the variants' results are meaningless
 and not checked. Variants:
 
@@ -21,16 +22,15 @@ change to the kernel that moves them stops this tool with the line it no longer 
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-LAYERS = [(32, 128, 28, 128), (32, 64, 56, 64), (32, 256, 14, 256)]  # (N, C, HW, M), 3x3
 TILES = [(2, 1, 224), (2, 1, 128), (1, 1, 256)]  # (warpgroups along M, along N, pixels each)
 NO_LOADS = ("-DNO_A", "-DNO_B")
 VARIANTS = {
@@ -95,67 +95,57 @@ def _patched(source: str) -> str:
 
 def main() -> None:
     import cupy
+    from bench_convolution_integer import CASES, time_ms
 
     from dmlserve.kernels.cupy_backend import _convolution_integer_gemm as gemm
-    from dmlserve.kernels.cupy_backend._common import sm_count
     from dmlserve.kernels.cupy_backend._loader import BASE_OPTIONS, CUDA_DIR, name_expression
+    from dmlserve.kernels.cupy_backend.convolution_integer import _Problem
 
     source = _patched((CUDA_DIR / "convolution_integer_sm90a.cu").read_text())
-    sms = sm_count()
-    spin = cupy.RawKernel(
-        'extern "C" __global__ void spin(long long n) {'
-        " long long t = clock64(); while (clock64() - t < n) {} }",
-        "spin",
-    )
-    tiles = {t[:3]: t for t in gemm.SHIFT_TILES}
+    stages = {t[:3]: t[3] for t in gemm.SHIFT_TILES}
     print("| layer | tile | " + " | ".join(VARIANTS) + " |")
     print("|---|---|" + "---|" * len(VARIANTS))
-    for n, c, hw, m in LAYERS:
+    for case in CASES:
+        if (case.k, case.stride, case.groups, case.per_channel_zp) != (3, 1, 1, False):
+            continue
+        n, c, hw, m = 32, case.c, case.hw, case.m
         hp = wp = hw + 2
+        q = _Problem(
+            n, c, hw, hw, m, c, 3, 3, 1, hw, hw, 1, 1, 1, 1, 1, 1, 128, np.zeros(0, np.int32)
+        )
         xn = cupy.random.randint(0, 256, (n, hp, wp, c), dtype=cupy.uint8)
         zp = cupy.zeros(m, cupy.int32)
         bias = cupy.zeros(m, cupy.int32)
         out = cupy.empty((n, m, hw, hw), cupy.int32)
-        for key in TILES:
-            wm, wn, bn, stages, per_sm, _ = tiles[key]
-            tn = wn * bn
-            run = tn + 2 * wp + 2
-            smem = stages * (9 * 64 * wm * 32 + run * 32) + tn * 12 + run * 4
-            smem += 4 * wm * wn * gemm._SHIFT_EPI_BYTES
-            tiles_m, tiles_n = math.ceil(m / (64 * wm)), math.ceil(n * hp * wp / tn)
-            count = tiles_m * tiles_n
-            w = cupy.random.randint(0, 256, (tiles_m * 64 * wm, 9 * c), dtype=cupy.uint8)
-            ints = (n, hp, wp, hw, hw, 3, 1, 1, m, m, c, c, run, tiles_m, tiles_n, count)
-            # the input transformed (not gathered), K unsplit
-            rest = (*(np.int32(0) for _ in range(5)), np.uint32(0), np.int64(0), np.int64(0))
-            args = (w, xn, zp, bias, out, *(np.int32(v) for v in ints), *rest, np.int32(1))
+        for wm, wn, bn in TILES:
+            # the planner's launch of this tile (the input transformed, K unsplit): its grid,
+            # block, shared memory and arguments
+            planned = gemm._shift_plan(q, c, c, hp, wp, False, "b", "B", (wm, wn, bn), None, 1)
+            if planned is None:  # the tile's stages do not fit this layer
+                continue
+            launch, ints, (bm, tiles_m), _, _ = planned
+            w = cupy.random.randint(0, 256, (tiles_m * bm, 9 * c), dtype=cupy.uint8)
+            args = (w, xn, zp, bias, out, *ints)
+            expression = name_expression(
+                "conv_int_wgmma_shift", np.dtype(np.int8), np.dtype(np.uint8), wm, wn, bn,
+                stages[wm, wn, bn], False, gemm._SHIFT_TAPS, False,
+            )  # fmt: skip
             times = []
             for flags in VARIANTS.values():
-                expression = name_expression(
-                    "conv_int_wgmma_shift", np.dtype(np.int8), np.dtype(np.uint8), wm, wn, bn,
-                    stages, False, 9, False,
-                )  # fmt: skip
                 module = cupy.RawModule(
                     code=source,
-                    options=(*BASE_OPTIONS, "-arch=sm_90a", *flags),
+                    options=(*BASE_OPTIONS, *gemm._SM90A_OPTIONS, *flags),
                     name_expressions=[expression],
                 )
                 kernel = module.get_function(expression)
-                kernel.max_dynamic_shared_size_bytes = smem
-                grid = (min(count, sms * per_sm), 1, 1)
-                block = (128 * wm * wn, 1, 1)
-                for _ in range(3):
-                    kernel(grid, block, args, shared_mem=smem)
-                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-                spin((1,), (1,), (np.int64(2_000_000),))
-                start.record()
-                for _ in range(20):
-                    kernel(grid, block, args, shared_mem=smem)
-                stop.record()
-                stop.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, stop) / 20 * 1e3)
+                kernel.max_dynamic_shared_size_bytes = launch.shared_mem
+
+                def run(_: int, k: Any = kernel, lc: Any = launch, a: Any = args) -> None:
+                    k(lc.grid, lc.block, a, shared_mem=lc.shared_mem)
+
+                times.append(time_ms(run, 20, 5, 3) * 1e3)
             cells = " | ".join(f"{t:.1f}" for t in times)
-            print(f"| 3x3 {c} @{hw} | {64 * wm} x {tn} | {cells} |", flush=True)
+            print(f"| 3x3 {c} @{hw} | {bm} x {wn * bn} | {cells} |", flush=True)
 
 
 if __name__ == "__main__":
