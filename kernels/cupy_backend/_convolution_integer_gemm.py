@@ -358,6 +358,12 @@ def _plan(
             return _plan(device, geometry, zw_any, *args, False, None)  # with its own tile
     plane = plane_alignment(x_shape, x_strides, alignment)
     shifted = kernel == "wgmma" and tile is None and shift is not False
+    # the shifted-window GEMM on the transformed input, where the shape allows it
+    staged = (
+        _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split)
+        if shifted
+        else None
+    )
     if (
         shifted
         and gather
@@ -374,9 +380,6 @@ def _plan(
         # where keeping the run resident leaves only smaller tiles or forced splits, the
         # transformed input may be faster still: take the one the model expects to be faster
         # (the transform pass not counted)
-        staged = _shift_plan(
-            q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split
-        )
         if resident is not None and (staged is None or resident[4] <= staged[4]):
             run_gemm, run_args, layout, zero, _ = resident
             prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0)
@@ -404,19 +407,15 @@ def _plan(
             *map(np.int64, x_strides),
         )
 
-    if shifted:
-        staged = _shift_plan(
-            q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split
+    if staged is not None:
+        shift_gemm, shift_args, layout, zero, _ = staged
+        prep_w, prep_w_args, prep_xw, prep_xw_args = _preps(
+            q, cgp, kp, layout, w_dtype, prep_x, vec
         )
-        if staged is not None:
-            shift_gemm, shift_args, layout, zero, _ = staged
-            prep_w, prep_w_args, prep_xw, prep_xw_args = _preps(
-                q, cgp, kp, layout, w_dtype, prep_x, vec
-            )
-            return _GemmPlan(
-                "wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, shift_gemm, shift_args, layout,
-                zero, prep_w, prep_w_args, prep_xw, prep_xw_args,
-            )  # fmt: skip
+        return _GemmPlan(
+            "wgmma_shift", cgp, kp, xn_shape, prep_x, prep_args, shift_gemm, shift_args, layout,
+            zero, prep_w, prep_w_args, prep_xw, prep_xw_args,
+        )  # fmt: skip
     pixels = n * q.oh * q.ow
     tiles = WGMMA_TILES if kernel == "wgmma" else MMA_SYNC_TILES
     if tile is None:
