@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, MutableMapping
+from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -96,6 +96,16 @@ _SPLIT_GAIN = 0.9
 _TENSOR_MACS_PER_CLOCK = 4096
 _L2_BYTES_PER_CLOCK = 14
 _TILE_FIXED_CLOCKS = 2000
+# The input transform's rate, the whole GPU's bytes (read and written) per SM clock: as measured
+# on H100 for 64 @56, batch 32 (13.3 MB in 6.1 µs).
+_DRAM_BYTES_PER_CLOCK = 1250
+# A registered operator's calls time the shifted-window GEMM's plans (each tile, the input read
+# where it lies or transformed, K unsplit or split) the first time they meet a shape, then keep
+# the fastest: for this many shapes (batch sizes, mostly) per registration; past them, the
+# model's plan runs untimed. Each plan runs once untimed, then `_TUNE_RUNS` times timed, its
+# fastest run counting.
+_TUNED_SHAPES = 8
+_TUNE_RUNS = 3
 
 
 @functools.cache
@@ -279,8 +289,9 @@ def tensor_core(
     tile: tuple[int, int] | None,
     filter_cache: MutableMapping[Hashable, Any] | None = None,
     shift: tuple[int, int, int] | bool = True,
-    gather: bool = True,
+    gather: bool | None = None,
     split: int | None = None,
+    tune: bool = True,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
     the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
@@ -288,12 +299,15 @@ def tensor_core(
     call to call (a registered operator's constant) keeps its prepared form. `shift`: whether
     the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
     form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
-    may read an NCHW input where it lies (each plane H * W consecutive bytes, 4-byte aligned, H *
-    W a multiple of 4) instead of a transformed copy. `split`: that form's K splits (None: as
-    planned; more than its 32-channel chunks: the tap-by-tap GEMM)."""
+    reads an NCHW input where it lies (each plane H * W consecutive bytes, 4-byte aligned, H *
+    W a multiple of 4) instead of a transformed copy: None, where it expects that to be
+    faster; True, wherever the planes allow. `split`: that form's K splits (None: as planned;
+    more than its 32-channel chunks: the tap-by-tap GEMM). `tune`: with a `filter_cache` and
+    nothing forced, the shifted-window GEMM's plans are timed on the first call of each shape
+    and the fastest kept (see `_tuned`)."""
     import cupy
 
-    plan = _plan(
+    key = (
         cupy.cuda.Device().id,
         q.geometry(),
         bool(q.w_zp.any()),
@@ -303,11 +317,30 @@ def tensor_core(
         w.dtype.char,
         next(a for a in (16, 4, 1) if x.data.ptr % a == 0),
         kernel,
-        tile,
-        shift,
-        gather,
-        split,
     )
+    plan = _plan(*key, tile, shift, gather, split)
+    if (
+        tune
+        and filter_cache is not None
+        and (tile, shift, gather, split) == (None, True, None, None)
+        and plan.kernel in ("wgmma_shift", "wgmma_shift_gather")
+    ):
+        plan = _tuned(key, plan, filter_cache, lambda p: _plan_ms(p, x, w, out, q, filter_cache))
+    _run(plan, x, w, out, q, filter_cache)
+    return plan.kernel
+
+
+def _run(
+    plan: _GemmPlan,
+    x: Any,
+    w: Any,
+    out: Any,
+    q: _Problem,
+    filter_cache: MutableMapping[Hashable, Any] | None,
+) -> None:
+    """One call of `plan`: the preparations it needs, then its GEMM into ``out``."""
+    import cupy
+
     if plan.xn_shape is None:
         wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache)
         xn = x
@@ -318,7 +351,73 @@ def tensor_core(
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
     plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
-    return plan.kernel
+
+
+def _tuned(
+    key: tuple[Any, ...],
+    planned: _GemmPlan,
+    cache: MutableMapping[Hashable, Any],
+    time_ms: Callable[[_GemmPlan], float],
+) -> _GemmPlan:
+    """The plan a registered operator keeps for the shape `key`: on its first call with the
+    shape, each of the shifted-window GEMM's plans for it (`_shift_candidates`) is run and
+    timed by `time_ms`, and the fastest is kept in `cache` with the registration. A
+    registration keeps `_TUNED_SHAPES` shapes; past them, and where no other plan exists,
+    `planned` (the model's) runs. Every plan computes the same exact sums: the choice changes
+    the time only."""
+    tuned = cache.setdefault("tuned", {})
+    kept: _GemmPlan | None = tuned.get(key)
+    if kept is not None:
+        return kept
+    if len(tuned) >= _TUNED_SHAPES:
+        return planned
+    plans = _shift_candidates(key, planned)
+    best = min(plans, key=time_ms) if len(plans) > 1 else planned
+    kept = tuned.setdefault(key, best)
+    return kept
+
+
+def _plan_ms(
+    plan: _GemmPlan,
+    x: Any,
+    w: Any,
+    out: Any,
+    q: _Problem,
+    filter_cache: MutableMapping[Hashable, Any] | None,
+) -> float:
+    """GPU milliseconds per call of `plan` on the current stream: one call untimed (it compiles
+    and warms the caches), then the faster of two timed groups of `_TUNE_RUNS` calls (queued
+    back to back, so only a group's first launch waits on the host)."""
+    import cupy
+
+    _run(plan, x, w, out, q, filter_cache)
+    stream = cupy.cuda.get_current_stream()
+    best = math.inf
+    for _ in range(2):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        for _ in range(_TUNE_RUNS):
+            _run(plan, x, w, out, q, filter_cache)
+        end.record(stream)
+        end.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, end) / _TUNE_RUNS)
+    return best
+
+
+def _shift_candidates(key: tuple[Any, ...], planned: _GemmPlan) -> list[_GemmPlan]:
+    """`planned` and every other plan of the shifted-window GEMM for the shape `key`: each of
+    its tiles, reading the input where it lies (where the planes allow) or transformed, with
+    K unsplit or split over 2 to `_SHIFT_MAX_SPLITS` CTAs (at most one per channel chunk), where
+    the tile's stages fit shared memory."""
+    plans = [planned]
+    for wm, wn, bn, *_ in SHIFT_TILES:
+        for gather in (True, False):
+            for split in range(1, _SHIFT_MAX_SPLITS + 1):
+                plan = _plan(*key, None, (wm, wn, bn), gather, split)
+                wanted = "wgmma_shift_gather" if gather else "wgmma_shift"
+                if plan.kernel == wanted and plan not in plans:
+                    plans.append(plan)
+    return plans
 
 
 @functools.lru_cache(maxsize=512)
@@ -334,7 +433,7 @@ def _plan(
     kernel: Kernel,
     tile: tuple[int, int] | None,
     shift: tuple[int, int, int] | bool,
-    gather: bool,
+    gather: bool | None,
     split: int | None,
 ) -> _GemmPlan:
     from .convolution_integer import _Problem  # that module imports this one
@@ -366,7 +465,7 @@ def _plan(
     )
     if (
         shifted
-        and gather
+        and gather is not False
         and contiguous_planes(x_shape, x_strides)
         and plane >= 4
         and h * wd % 4 == 0
@@ -378,9 +477,12 @@ def _plan(
             q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split
         )
         # where keeping the run resident leaves only smaller tiles or forced splits, the
-        # transformed input may be faster still: take the one the model expects to be faster
-        # (the transform pass not counted)
-        if resident is not None and (staged is None or resident[4] <= staged[4]):
+        # transformed input may be faster still: unless forced, take the one the model
+        # expects to be faster, the transform pass (the input read, its copy written) counted
+        transform = (n * h * wd * q.c + n * hpad * wpad * slots) / _DRAM_BYTES_PER_CLOCK
+        if resident is not None and (
+            gather or staged is None or resident[4] <= staged[4] + transform
+        ):
             run_gemm, run_args, layout, zero, _ = resident
             prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0)
             return _GemmPlan(

@@ -66,12 +66,16 @@ class Options:
     # pixels per warpgroup) forces one of its tiles where the shape allows it and the tile's
     # stages fit shared memory (else the tap-by-tap GEMM runs)
     shifted: bool | tuple[int, int, int] = True
-    # the shifted-window GEMM reads an NCHW input where it lies where its planes allow (H * W
-    # consecutive bytes each, 4-byte aligned, H * W a multiple of 4), not a transformed copy
-    gather: bool = True
+    # the shifted-window GEMM reads an NCHW input where it lies, not a transformed copy, where
+    # its planes allow (H * W consecutive bytes each, 4-byte aligned, H * W a multiple of 4):
+    # None, where its model expects that to be faster; True, wherever they allow; False, never
+    gather: bool | None = None
     # the shifted-window GEMM's K (channel chunks of 32) split over this many CTAs whose partial
     # sums add up in the output (None: where the planner expects its tiles to leave SMs idle)
     split_k: int | None = None
+    # a constant filter's calls (`filter_cache` given), nothing above forced: the shifted-window
+    # GEMM's plans are timed on the first call of each shape and the fastest kept
+    tune: bool = True
 
 
 _DEFAULT_OPTIONS = Options()
@@ -284,7 +288,7 @@ def convolution_integer(
             kernel = gemm_kernel(options.tensor_cores)
             what = tensor_core(
                 x, w, out, q, kernel, options.tile, filter_cache, options.shifted,
-                options.gather, options.split_k,
+                options.gather, options.split_k, options.tune,
             )  # fmt: skip
         elif band is not None:
             depthwise(x, w, out, q, band)

@@ -480,6 +480,9 @@ def test_zero_points_uploaded_once_per_vector(monkeypatch: pytest.MonkeyPatch) -
     import cupy
 
     common = launcher("_common")
+    # Its own empty set of kept arrays: tests run before it in this process may have filled
+    # the shared one.
+    monkeypatch.setattr(common, "_zero_point_arrays", {})
     a = common.device_zero_points(np.arange(8, dtype=np.int32))
     b = common.device_zero_points(np.arange(8, dtype=np.int64))  # same values, other dtype
     c = common.device_zero_points(np.arange(1, 9, dtype=np.int32))

@@ -314,7 +314,7 @@ def test_unknown_forced_tile_is_refused() -> None:
 def test_constant_filter_kept_per_layout() -> None:
     """A registered filter keeps one prepared form per GEMM layout: calls whose batch picks a
     64-row tile (1 image) and calls that pick a 128-row tile (12 images of 28 x 28) each
-    prepare theirs once and reuse it."""
+    prepare theirs once and reuse it (the model's plans, untimed)."""
     import cupy
 
     from dmlserve.kernels import reference
@@ -331,8 +331,9 @@ def test_constant_filter_kept_per_layout() -> None:
         x = random_int8(rng, (n, 64, 28, 28), np.uint8)
         ran: list[Any] = []
         got = conv.convolution_integer(
-            cupy.asarray(x), w_dev, 5, zw, *geometry, _options(), ran, filter_cache=cache
-        )
+            cupy.asarray(x), w_dev, 5, zw, *geometry, conv.Options(tune=False), ran,
+            filter_cache=cache,
+        )  # fmt: skip
         want = reference.convolution_integer(x, w, 5, zw, *geometry)
         np.testing.assert_array_equal(cupy.asnumpy(got), want)
         assert ran == [_expected(gathered=True)]
@@ -340,3 +341,90 @@ def test_constant_filter_kept_per_layout() -> None:
             assert kept.setdefault(slot, entry[1][0]) is entry[1][0]  # made once, then reused
     if _expected() == "wgmma_shift":
         assert len(cache) == 2  # the two layouts
+
+
+def _registered(
+    conv: Any, x: np.ndarray, w: Any, zx: int, zw: np.ndarray, cache: dict[Any, Any]
+) -> str:
+    """One call of a registered operator (its filter `w` on the device, kept in `cache`),
+    checked against the reference; returns what ran."""
+    import cupy
+
+    from dmlserve.kernels import reference
+
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    ran: list[Any] = []
+    got = conv.convolution_integer(
+        cupy.asarray(x), w, zx, zw, *geometry, conv.Options(), ran, filter_cache=cache
+    )
+    want = reference.convolution_integer(x, cupy.asnumpy(w), zx, zw, *geometry)
+    np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    assert isinstance(ran[0], str)
+    return ran[0]
+
+
+def test_registered_calls_keep_the_fastest_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant filter's first call of a shape times the shifted-window GEMM's plans and keeps
+    the fastest; later calls of the shape time nothing; past `_TUNED_SHAPES` shapes the model's
+    plan runs untimed. The clock is made up: the transformed input with K split is the fastest."""
+    import cupy
+
+    if _expected() != "wgmma_shift":
+        pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
+    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    timed: list[Any] = []
+
+    def clock(plan: Any, *args: Any) -> float:
+        timed.append(plan)
+        return 1.0 if plan.kernel == "wgmma_shift" and plan.zero_out else 2.0
+
+    monkeypatch.setattr(gemm, "_plan_ms", clock)
+    monkeypatch.setattr(gemm, "_TUNED_SHAPES", 2)
+    rng = np.random.default_rng(21)
+    w = cupy.asarray(random_int8(rng, (72, 128, 3, 3), np.int8))  # four channel chunks
+    zw = zero_points(rng, "channel", np.int8, 72)
+    cache: dict[Any, Any] = {}
+    for n, timing in ((2, True), (2, False), (1, True), (1, False), (3, False)):
+        x = random_int8(rng, (n, 128, 10, 12), np.uint8)
+        del timed[:]
+        what = _registered(conv, x, w, 7, zw, cache)
+        assert bool(timed) == timing
+        if timing:  # every tile, input read in place or transformed, unsplit and split
+            assert {p.kernel for p in timed} == {"wgmma_shift", "wgmma_shift_gather"}
+            assert {p.zero_out for p in timed} == {True, False}
+        # the first two shapes keep the made-up fastest; the third, past the limit, the model's
+        assert (what == "wgmma_shift") == (n < 3)
+    assert len(cache["tuned"]) == 2
+
+
+@pytest.mark.parametrize(("xt", "wt"), [PAIRS[0], PAIRS[1]])
+def test_every_plan_a_registration_may_keep(
+    xt: Any, wt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each plan the timing may keep is exact: a made-up clock makes each the fastest in turn
+    (a fresh registration each), over a shape with a partial 64-row block and three chunks."""
+    import cupy
+
+    if _expected() != "wgmma_shift":
+        pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
+    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), 22])
+    x = random_int8(rng, (2, 96, 9, 12), xt)
+    w = cupy.asarray(random_int8(rng, (136, 96, 3, 3), wt))
+    zw = zero_points(rng, "channel", wt, 136)
+    zx = random_zero_point(rng, xt)
+    first: dict[Any, Any] = {}
+    monkeypatch.setattr(gemm, "_plan_ms", lambda plan, *args: 1.0)  # the model's plan kept
+    _registered(conv, x, w, zx, zw, first)
+    ((key, _),) = first["tuned"].items()
+    plans = gemm._shift_candidates(key, gemm._plan(*key, None, True, None, None))
+    assert len(plans) > 10
+    for target in plans:
+        # only the kept plan runs, after the timing: the call's result is its
+        def clock(plan: Any, *args: Any, target: Any = target) -> float:
+            return 0.0 if plan == target else 1.0
+
+        monkeypatch.setattr(gemm, "_plan_ms", clock)
+        cache: dict[Any, Any] = {}
+        assert _registered(conv, x, w, zx, zw, cache) == target.kernel
+        assert cache["tuned"][key] == target
