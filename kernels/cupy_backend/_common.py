@@ -36,6 +36,7 @@ __all__ = [
     "chunks_per_row",
     "fast_divmod",
     "fill_divisors",
+    "gpu_ms",
     "grid_for",
     "index_type",
     "launch",
@@ -271,6 +272,33 @@ def launch(
     device = cupy.cuda.Device().id
     compiled = _compiled(device, source, name, template_args, shared_mem, options)
     return Launch(compiled, grid, block, shared_mem)
+
+
+# The GPU-side wait queued ahead of a timed group of calls: long enough for the host to queue
+# the group behind it (SM clocks: a fixed part, then a part per call).
+_TIMING_LEAD_CLOCKS = 1_000_000
+_TIMING_LEAD_CLOCKS_PER_CALL = 200_000
+
+
+def gpu_ms(run: Callable[[], None], calls: int, groups: int = 2) -> float:
+    """GPU milliseconds per call of `run` on the current stream: the fastest of `groups`
+    groups of `calls` calls, each queued behind a GPU-side wait (``timing.cu``), so that the
+    events around it time the GPU's work, not the host's launches."""
+    import cupy
+
+    spin = launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
+    stream = cupy.cuda.get_current_stream()
+    best = math.inf
+    for _ in range(groups):
+        spin(np.int64(_TIMING_LEAD_CLOCKS + calls * _TIMING_LEAD_CLOCKS_PER_CALL))
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        for _ in range(calls):
+            run()
+        end.record(stream)
+        end.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, end) / calls)
+    return best
 
 
 @functools.lru_cache(maxsize=4096)

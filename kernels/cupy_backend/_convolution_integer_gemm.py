@@ -17,6 +17,7 @@ from ._common import (
     Launch,
     contiguous_planes,
     device_zero_points,
+    gpu_ms,
     launch,
     plane_alignment,
     sm_count,
@@ -102,8 +103,8 @@ _DRAM_BYTES_PER_CLOCK = 1250
 # A registered operator's calls time the shifted-window GEMM's plans (each tile, the input read
 # where it lies or transformed, K unsplit or split) the first time they meet a shape, then keep
 # the fastest: for this many shapes (batch sizes, mostly) per registration; past them, the
-# model's plan runs untimed. Each plan runs once untimed, then `_TUNE_RUNS` times timed, its
-# fastest run counting.
+# model's plan runs untimed. Each plan runs once untimed, then in `gpu_ms`'s timed groups of
+# `_TUNE_RUNS` calls.
 _TUNED_SHAPES = 8
 _TUNE_RUNS = 3
 
@@ -385,23 +386,14 @@ def _plan_ms(
     q: _Problem,
     filter_cache: MutableMapping[Hashable, Any] | None,
 ) -> float:
-    """GPU milliseconds per call of `plan` on the current stream: one call untimed (it compiles
-    and warms the caches), then the faster of two timed groups of `_TUNE_RUNS` calls (queued
-    back to back, so only a group's first launch waits on the host)."""
-    import cupy
+    """GPU milliseconds per call of `plan`: one call untimed (it compiles and warms the
+    caches), then the fastest of `gpu_ms`'s groups of `_TUNE_RUNS` calls."""
 
-    _run(plan, x, w, out, q, filter_cache)
-    stream = cupy.cuda.get_current_stream()
-    best = math.inf
-    for _ in range(2):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        for _ in range(_TUNE_RUNS):
-            _run(plan, x, w, out, q, filter_cache)
-        end.record(stream)
-        end.synchronize()
-        best = min(best, cupy.cuda.get_elapsed_time(start, end) / _TUNE_RUNS)
-    return best
+    def run() -> None:
+        _run(plan, x, w, out, q, filter_cache)
+
+    run()
+    return gpu_ms(run, _TUNE_RUNS)
 
 
 def _shift_candidates(key: tuple[Any, ...], planned: _GemmPlan) -> list[_GemmPlan]:

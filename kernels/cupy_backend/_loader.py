@@ -45,7 +45,10 @@ def template_argument(value: object) -> str:
 
 
 def name_expression(name: str, *args: object) -> str:
-    """``dml::name<args...>``, the name CuPy compiles and looks up."""
+    """``dml::name<args...>`` (``dml::name`` without `args`), the name CuPy compiles and
+    looks up."""
+    if not args:
+        return f"{NAMESPACE}::{name}"
     return f"{NAMESPACE}::{name}<{', '.join(template_argument(a) for a in args)}>"
 
 
