@@ -428,3 +428,21 @@ def test_every_plan_a_registration_may_keep(
         cache: dict[Any, Any] = {}
         assert _registered(conv, x, w, zx, zw, cache) == target.kernel
         assert cache["tuned"][key] == target
+
+
+def test_registered_call_timed_on_the_gpu() -> None:
+    """The real clock: the first call times its plans on the GPU, keeps one and returns its
+    exact result; the second call reuses it."""
+    import cupy
+
+    conv = launcher("convolution_integer")
+    rng = np.random.default_rng(23)
+    w = cupy.asarray(random_int8(rng, (64, 96, 3, 3), np.uint8))
+    zw = zero_points(rng, "tensor", np.uint8, 64)
+    cache: dict[Any, Any] = {}
+    x = random_int8(rng, (2, 96, 8, 10), np.int8)
+    what = [_registered(conv, x, w, -3, zw, cache) for _ in range(2)]
+    assert what[0] == what[1] in (_expected(True), _expected(False))
+    if _expected() != "mma_sync":
+        ((kept,),) = [cache["tuned"].values()]
+        assert kept.kernel == what[0]
