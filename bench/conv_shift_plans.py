@@ -12,6 +12,7 @@ Run on a GPU of compute capability 9.0, from the repository root:
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ import bench_convolution_integer as bench  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from dmlserve.kernels.cupy_backend import _convolution_integer_gemm as gemm  # noqa: E402
-from dmlserve.kernels.cupy_backend import convolution_integer as conv  # noqa: E402
+# the modules (the package's `convolution_integer` is the function)
+conv = importlib.import_module("dmlserve.kernels.cupy_backend.convolution_integer")
+gemm = importlib.import_module("dmlserve.kernels.cupy_backend._convolution_integer_gemm")
 
 
 def layer(case: Any, batch: int) -> str:
