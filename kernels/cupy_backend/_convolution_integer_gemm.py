@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Hashable, MutableMapping
+import time
+from collections.abc import Callable, Hashable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -101,12 +102,16 @@ _TILE_FIXED_CLOCKS = 2000
 # on H100 for 64 @56, batch 32 (13.3 MB in 6.1 µs).
 _DRAM_BYTES_PER_CLOCK = 1250
 # A registered operator's calls time the shifted-window GEMM's plans (each tile, the input read
-# where it lies or transformed, K unsplit or split) the first time they meet a shape, then keep
-# the fastest: for this many shapes (batch sizes, mostly) per registration; past them, the
-# model's plan runs untimed. Each plan runs once untimed, then in `gpu_ms`'s timed groups of
-# `_TUNE_RUNS` calls.
+# where it lies or transformed, K unsplit or split) the first time they meet a shape (its input's
+# sizes, strides and alignment; not its zero point), then keep the fastest: for this many shapes
+# per registration; past them, the model's plan runs untimed. Each plan runs once untimed (its
+# filter layout prepared, its buffers allocated), then in `gpu_ms`'s timed groups of
+# `_TUNE_RUNS` calls; plans are timed until that has taken `_TUNE_SECONDS`, the fastest so far
+# kept. (Making a plan compiles its kernels where they are new: a few tens of variants in all,
+# each once per process and kept in the compile cache on disk.)
 _TUNED_SHAPES = 8
 _TUNE_RUNS = 3
+_TUNE_SECONDS = 2.0
 
 
 @functools.cache
@@ -169,7 +174,7 @@ def _prepared_filter(
     key = ("filter", w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, q.w_zp.tobytes(),
            plan.kp, *layout)  # fmt: skip
     # one entry per layout (at most three for a filter: the plain one, BM = 64 and 128), so
-    # calls whose shapes pick different GEMMs each keep theirs
+    # calls whose shapes pick different GEMMs (or whose plan timing tried them) each keep theirs
     slot: Hashable = "filter" if layout == (0, 0) else ("filter", *layout)
     hit = cache.get(slot) if cache is not None else None
     if hit is not None and hit[0] == key:
@@ -302,10 +307,10 @@ def tensor_core(
     form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
     reads an NCHW input where it lies (each plane H * W consecutive bytes, 4-byte aligned, H *
     W a multiple of 4) instead of a transformed copy: None, where it expects that to be
-    faster; True, wherever the planes allow. `split`: that form's K splits (None: as planned;
-    more than its 32-channel chunks: the tap-by-tap GEMM). `tune`: with a `filter_cache` and
-    nothing forced, the shifted-window GEMM's plans are timed on the first call of each shape
-    and the fastest kept (see `_tuned`)."""
+    faster; True, wherever the planes allow; False, never. `split`: that form's K splits
+    (None: as planned; more than its 32-channel chunks: the tap-by-tap GEMM). `tune`: with a
+    `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the first
+    call of each shape and the fastest kept (see `_tuned`)."""
     import cupy
 
     key = (
@@ -354,28 +359,67 @@ def _run(
     plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
 
 
+# A kept choice: the forced (tile, input read in place, K splits) of `_plan`; None: the model's.
+_Choice = tuple[tuple[int, int, int], bool, int] | None
+
+
 def _tuned(
     key: tuple[Any, ...],
     planned: _GemmPlan,
     cache: MutableMapping[Hashable, Any],
     time_ms: Callable[[_GemmPlan], float],
 ) -> _GemmPlan:
-    """The plan a registered operator keeps for the shape `key`: on its first call with the
-    shape, each of the shifted-window GEMM's plans for it (`_shift_candidates`) is run and
-    timed by `time_ms`, and the fastest is kept in `cache` with the registration. A
-    registration keeps `_TUNED_SHAPES` shapes; past them, and where no other plan exists,
-    `planned` (the model's) runs. Every plan computes the same exact sums: the choice changes
-    the time only."""
+    """The plan a registered operator keeps for the shape of `key` (`key` less the input's zero
+    point, the last of its geometry): on its first call with the shape, the shifted-window GEMM's
+    plans for it (`_shift_candidates`) are run and timed by `time_ms` (for `_TUNE_SECONDS` of
+    timing at most), and the fastest one's choice is kept in `cache` with the registration. A registration keeps
+    `_TUNED_SHAPES` shapes; past them, and where no other plan exists, `planned` (the model's)
+    runs. A plan that cannot get its memory is passed over. Every plan computes the same exact
+    sums: the choice changes the time only."""
+    import cupy
+
+    shape = (key[0], key[1][:-1], *key[2:])
     tuned = cache.setdefault("tuned", {})
-    kept: _GemmPlan | None = tuned.get(key)
-    if kept is not None:
-        return kept
-    if len(tuned) >= _TUNED_SHAPES:
-        return planned
-    plans = _shift_candidates(key, planned)
-    best = min(plans, key=time_ms) if len(plans) > 1 else planned
-    kept = tuned.setdefault(key, best)
-    return kept
+    if shape not in tuned:
+        if len(tuned) >= _TUNED_SHAPES:
+            return planned
+        spent = 0.0  # seconds timing
+        best: tuple[float, _Choice] = (math.inf, None)
+        for choice, plan in _shift_candidates(key, planned):
+            if choice is not None and spent > _TUNE_SECONDS:
+                break
+            start = time.monotonic()
+            try:
+                ms = time_ms(plan)
+            except cupy.cuda.memory.OutOfMemoryError:
+                continue
+            finally:
+                spent += time.monotonic() - start
+            if ms < best[0]:
+                best = (ms, choice)
+        tuned.setdefault(shape, best[1])
+    kept: _Choice = tuned[shape]
+    return planned if kept is None else _plan(*key, None, *kept)
+
+
+def _shift_candidates(
+    key: tuple[Any, ...], planned: _GemmPlan
+) -> Iterator[tuple[_Choice, _GemmPlan]]:
+    """`planned` (choice None) and, made one at a time, every other plan of the shifted-window
+    GEMM for `key` with its choice: each of its tiles, reading the input where it lies (where
+    the planes allow) or transformed, with K unsplit or split over 2 to `_SHIFT_MAX_SPLITS` CTAs
+    (at most one per channel chunk), where the tile's stages fit shared memory."""
+    seen = [planned]
+    yield None, planned
+    for wm, wn, bn, *_ in SHIFT_TILES:
+        for gather in (True, False):
+            for split in range(1, _SHIFT_MAX_SPLITS + 1):
+                choice = ((wm, wn, bn), gather, split)
+                plan = _plan(*key, None, *choice)
+                wanted = "wgmma_shift_gather" if gather else "wgmma_shift"
+                if plan.kernel == wanted and plan not in seen:
+                    seen.append(plan)
+                    yield choice, plan
 
 
 def _plan_ms(
@@ -386,30 +430,15 @@ def _plan_ms(
     q: _Problem,
     filter_cache: MutableMapping[Hashable, Any] | None,
 ) -> float:
-    """GPU milliseconds per call of `plan`: one call untimed (it compiles and warms the
-    caches), then the fastest of `gpu_ms`'s groups of `_TUNE_RUNS` calls."""
+    """GPU milliseconds per call of `plan`: one call untimed (its filter layout prepared, its
+    buffers allocated, the caches warm), then the fastest of `gpu_ms`'s groups of `_TUNE_RUNS`
+    calls."""
 
     def run() -> None:
         _run(plan, x, w, out, q, filter_cache)
 
     run()
     return gpu_ms(run, _TUNE_RUNS)
-
-
-def _shift_candidates(key: tuple[Any, ...], planned: _GemmPlan) -> list[_GemmPlan]:
-    """`planned` and every other plan of the shifted-window GEMM for the shape `key`: each of
-    its tiles, reading the input where it lies (where the planes allow) or transformed, with
-    K unsplit or split over 2 to `_SHIFT_MAX_SPLITS` CTAs (at most one per channel chunk), where
-    the tile's stages fit shared memory."""
-    plans = [planned]
-    for wm, wn, bn, *_ in SHIFT_TILES:
-        for gather in (True, False):
-            for split in range(1, _SHIFT_MAX_SPLITS + 1):
-                plan = _plan(*key, None, (wm, wn, bn), gather, split)
-                wanted = "wgmma_shift_gather" if gather else "wgmma_shift"
-                if plan.kernel == wanted and plan not in plans:
-                    plans.append(plan)
-    return plans
 
 
 @functools.lru_cache(maxsize=512)

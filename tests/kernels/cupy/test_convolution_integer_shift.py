@@ -6,6 +6,7 @@ only; elsewhere these shapes take the mma.sync GEMM and the tests say so."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -365,8 +366,9 @@ def _registered(
 
 def test_registered_calls_keep_the_fastest_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """A constant filter's first call of a shape times the shifted-window GEMM's plans and keeps
-    the fastest; later calls of the shape time nothing; past `_TUNED_SHAPES` shapes the model's
-    plan runs untimed. The clock is made up: the transformed input with K split is the fastest."""
+    the fastest; later calls of the shape, whatever their input's zero point, time nothing;
+    past `_TUNED_SHAPES` shapes the model's plan runs untimed. The clock is made up: the
+    transformed input with K split is the fastest."""
     import cupy
 
     if _expected() != "wgmma_shift":
@@ -384,16 +386,23 @@ def test_registered_calls_keep_the_fastest_plan(monkeypatch: pytest.MonkeyPatch)
     w = cupy.asarray(random_int8(rng, (72, 128, 3, 3), np.int8))  # four channel chunks
     zw = zero_points(rng, "channel", np.int8, 72)
     cache: dict[Any, Any] = {}
-    for n, timing in ((2, True), (2, False), (1, True), (1, False), (3, False)):
+    calls = ((2, 7, True), (2, 7, False), (2, 200, False), (1, 7, True), (1, 9, False))
+    for n, zx, timing in (*calls, (3, 7, False)):
         x = random_int8(rng, (n, 128, 10, 12), np.uint8)
         del timed[:]
-        what = _registered(conv, x, w, 7, zw, cache)
+        what = _registered(conv, x, w, zx, zw, cache)
         assert bool(timed) == timing
         if timing:  # every tile, input read in place or transformed, unsplit and split
             assert {p.kernel for p in timed} == {"wgmma_shift", "wgmma_shift_gather"}
             assert {p.zero_out for p in timed} == {True, False}
-        # the first two shapes keep the made-up fastest; the third, past the limit, the model's
-        assert (what == "wgmma_shift") == (n < 3)
+        if n < 3:  # the made-up fastest kept
+            assert what == "wgmma_shift"
+        else:  # past the limit: the model's plan
+            model: list[Any] = []
+            geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+            options = conv.Options(tune=False)
+            conv.convolution_integer(cupy.asarray(x), w, zx, zw, *geometry, options, model)
+            assert [what] == model
     assert len(cache["tuned"]) == 2
 
 
@@ -414,12 +423,21 @@ def test_every_plan_a_registration_may_keep(
     zw = zero_points(rng, "channel", wt, 136)
     zx = random_zero_point(rng, xt)
     first: dict[Any, Any] = {}
+    keys: list[Any] = []
+    timing = gemm._tuned
+
+    def tuned(key: Any, *args: Any) -> Any:
+        keys.append(key)
+        return timing(key, *args)
+
+    monkeypatch.setattr(gemm, "_tuned", tuned)
     monkeypatch.setattr(gemm, "_plan_ms", lambda plan, *args: 1.0)  # the model's plan kept
     _registered(conv, x, w, zx, zw, first)
-    ((key, _),) = first["tuned"].items()
-    plans = gemm._shift_candidates(key, gemm._plan(*key, None, True, None, None))
+    (key,) = keys
+    plans = list(gemm._shift_candidates(key, gemm._plan(*key, None, True, None, None)))
     assert len(plans) > 10
-    for target in plans:
+    (shape,) = first["tuned"]
+    for choice, target in plans:
         # only the kept plan runs, after the timing: the call's result is its
         def clock(plan: Any, *args: Any, target: Any = target) -> float:
             return 0.0 if plan == target else 1.0
@@ -427,22 +445,56 @@ def test_every_plan_a_registration_may_keep(
         monkeypatch.setattr(gemm, "_plan_ms", clock)
         cache: dict[Any, Any] = {}
         assert _registered(conv, x, w, zx, zw, cache) == target.kernel
-        assert cache["tuned"][key] == target
+        assert cache["tuned"] == {shape: choice}
 
 
-def test_registered_call_timed_on_the_gpu() -> None:
+def test_registered_call_timed_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real clock: the first call times its plans on the GPU, keeps one and returns its
-    exact result; the second call reuses it."""
+    exact result; the second call times nothing and runs the kept plan."""
     import cupy
 
-    conv = launcher("convolution_integer")
+    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    timed: list[Any] = []
+    real = gemm._plan_ms
+
+    def counted(plan: Any, *args: Any) -> float:
+        timed.append(plan)
+        ms: float = real(plan, *args)
+        return ms
+
+    monkeypatch.setattr(gemm, "_plan_ms", counted)
+    monkeypatch.setattr(gemm, "_TUNE_SECONDS", math.inf)  # every plan, however slow the GPU
     rng = np.random.default_rng(23)
     w = cupy.asarray(random_int8(rng, (64, 96, 3, 3), np.uint8))
     zw = zero_points(rng, "tensor", np.uint8, 64)
     cache: dict[Any, Any] = {}
     x = random_int8(rng, (2, 96, 8, 10), np.int8)
-    what = [_registered(conv, x, w, -3, zw, cache) for _ in range(2)]
+    what = [_registered(conv, x, w, -3, zw, cache)]
+    first = len(timed)
+    what.append(_registered(conv, x, w, -3, zw, cache))
     assert what[0] == what[1] in (_expected(True), _expected(False))
     if _expected() != "mma_sync":
-        ((kept,),) = [cache["tuned"].values()]
-        assert kept.kernel == what[0]
+        assert first > 10 and len(timed) == first
+
+
+def test_plan_timing_stops_at_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `_TUNE_SECONDS` of timing no further plan is timed: with no time at all, the model's
+    plan alone is, and kept."""
+    import cupy
+
+    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    timed: list[Any] = []
+
+    def clock(plan: Any, *args: Any) -> float:
+        timed.append(plan)
+        return 1.0
+
+    monkeypatch.setattr(gemm, "_plan_ms", clock)
+    monkeypatch.setattr(gemm, "_TUNE_SECONDS", -1.0)
+    rng = np.random.default_rng(24)
+    w = cupy.asarray(random_int8(rng, (64, 64, 3, 3), np.int8))
+    cache: dict[Any, Any] = {}
+    x = random_int8(rng, (2, 64, 8, 8), np.uint8)
+    what = _registered(conv, x, w, 128, np.zeros(64, np.int32), cache)
+    if _expected() != "mma_sync":
+        assert [p.kernel for p in timed] == [what] and list(cache["tuned"].values()) == [None]
