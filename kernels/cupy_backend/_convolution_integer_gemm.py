@@ -369,13 +369,13 @@ def _tuned(
     cache: MutableMapping[Hashable, Any],
     time_ms: Callable[[_GemmPlan], float],
 ) -> _GemmPlan:
-    """The plan a registered operator keeps for the shape of `key` (`key` less the input's zero
-    point, the last of its geometry): on its first call with the shape, the shifted-window GEMM's
-    plans for it (`_shift_candidates`) are run and timed by `time_ms` (for `_TUNE_SECONDS` of
-    timing at most), and the fastest one's choice is kept in `cache` with the registration. A registration keeps
-    `_TUNED_SHAPES` shapes; past them, and where no other plan exists, `planned` (the model's)
-    runs. A plan that cannot get its memory is passed over. Every plan computes the same exact
-    sums: the choice changes the time only."""
+    """The plan a registered operator keeps for the shape of `key` (`key` less the input's
+    zero point, the last of its geometry): on its first call with the shape, the
+    shifted-window GEMM's plans for it (`_shift_candidates`) are run and timed by `time_ms`
+    (for `_TUNE_SECONDS` of timing at most), and the fastest one's choice is kept in `cache`
+    with the registration. A registration keeps `_TUNED_SHAPES` shapes; past them, and where
+    no other plan exists, `planned` (the model's) runs. A plan that cannot get its memory is
+    passed over. Every plan computes the same exact sums: the choice changes the time only."""
     import cupy
 
     shape = (key[0], key[1][:-1], *key[2:])
