@@ -375,12 +375,13 @@ __global__ void __launch_bounds__(BM * 2)
 // CTA is persistent over its tiles, and the stages stream (tile, channel chunk) items, so the
 // next tile's loads overlap this tile's last MMAs and its epilogue.
 //
-// GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes,
-// 4-byte aligned, H * W a multiple of 4), not from a padded transformed copy: at the start of
-// each tile the CTA writes its whole run, every channel chunk (Cgp x L bytes, resident for the
-// tile), into shared memory: z_x everywhere first (the frame, the padded channels, pixels past
-// the input), then the image's pixels over it, 16 channels x 4 pixels a thread at a time (16
-// word loads of 4 pixels each, transposed in registers); the stages then carry only the filter.
+// GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes, at
+// any alignment), not from a padded transformed copy: at the start of each tile the CTA writes
+// its whole run, every channel chunk (Cgp x L bytes, resident for the tile), into shared memory:
+// z_x everywhere first (the frame, the padded channels, pixels past the input), then the
+// image's pixels over it, 16 channels x 4 pixels a thread at a time (16 word loads of 4 pixels
+// each, transposed in registers; where a plane does not start on a word, each word is put
+// together from the two aligned words around it); the stages then carry only the filter.
 namespace wg {
 // K-major, no swizzle: start, LBO (K-direction core-matrix stride), SBO (8-row stride).
 __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned lbo,
@@ -388,6 +389,32 @@ __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned
     return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
            (static_cast<unsigned long long>((lbo & 0x3FFFF) >> 4) << 16) |
            (static_cast<unsigned long long>((sbo & 0x3FFFF) >> 4) << 32);
+}
+}  // namespace wg
+
+namespace wg {
+// A shared-memory barrier that a bulk copy completes: one arrival (the thread that issues the
+// copy, announcing its bytes), then the copy's bytes; waited on by phase parity.
+__device__ __forceinline__ void bar_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+// One bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) global -> shared,
+// completing on `bar`.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes,
+                                          unsigned bar) {
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%2], [%3], %1, [%0];\n"
+        ::"r"(bar), "r"(bytes), "r"(dst), "l"(src)
+        : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nwait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
 }
 }  // namespace wg
 
@@ -430,7 +457,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                          int Wp, int OH, int OW, int S, int dil_h, int dil_w, int M, int Mg,
                          int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles, int H,
                          int W, int ph, int pw, int Cg, unsigned zx4, long long xs_n,
-                         long long xs_c, int splits) {
+                         long long xs_c, long long span_lo, long long span_hi, int splits) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -440,7 +467,6 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     constexpr int BM = 64 * WM;
     constexpr int TN = WN * BN;
     constexpr int A_BYTES = TAPS * BM * 32;
-    constexpr int A_CHUNKS = TAPS * BM * 2;
     static_assert(STAGES >= 2, "stages");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
@@ -458,6 +484,15 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     int* xs_sum = reinterpret_cast<int*>(col_off + TN);
     int* epi = xs_sum + TN;
     int* row_sum = epi + (THREADS / 32) * 16 * EPI_PITCH;
+    // Each stage's barrier: its filter block has landed.
+    __shared__ __align__(8) unsigned long long full_bar_mem[STAGES];
+    const unsigned full_bar = conv::smem_addr(full_bar_mem);
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) wg::bar_init(full_bar + s * 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -490,21 +525,15 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         const int tm = lt.tm;
         const int tn = lt.tn;
         const int g = lt.g;
-        const int m0 = tm * BM;
         const int chunk = lt.kb + rotated(ld_kc, lt.nk);
         // The filter lies as the stages want it (the prep's shifted-window layout): one
         // item's A is A_BYTES consecutive bytes.
         const unsigned char* a_src =
             wp + (static_cast<long long>(g * tiles_m + tm) * KT + chunk) * A_BYTES;
-        const int m_left = Mg - m0;  // rows at and past it are zero-filled, not read
-#pragma unroll
-        for (int i0 = 0; i0 < A_CHUNKS; i0 += THREADS) {
-            const int i = i0 + tid;
-            if (A_CHUNKS % THREADS == 0 || i < A_CHUNKS) {
-                const bool ok = i % BM < m_left;
-                conv::cp_async16(a_base + i * 16, ok ? a_src + i * 16 : wp, ok ? 16 : 0);
-            }
-        }
+        // One bulk copy, on the stage's barrier. The prepared tile's rows past the group's
+        // last channel hold whatever the allocation held: their sums land in output rows that
+        // are never stored.
+        if (tid == 0) wg::bulk_load(a_base, a_src, A_BYTES, full_bar + stage * 8);
         if constexpr (!GATHER) {
             const long long p0 = static_cast<long long>(tn) * TN;
             const unsigned char* b_src = xn + g * Cgp + chunk * 32 + 16 * (tid & 1);
@@ -532,6 +561,151 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         if (s < items) load_item(s);
         conv::cp_async_commit();
     }
+    // GATHER: the image's pixels of the split's channels (its 16-channel blocks, rows at
+    // run_base + block L 16) over the z_x already there: per image met by the run, the flat
+    // positions [pa, pb) whose virtual pixels lie in it, in words of 4 pixels x 16 channels.
+    // Every plane starts on a word: each word of 4 pixels is one aligned load.
+    const bool word_planes = ((reinterpret_cast<size_t>(xn) | xs_n | xs_c) & 3) == 0;
+    auto gather = [&](const wg::ShiftTile& ct, long long v0) {
+        const int blocks = 2 * ct.nk;  // the split's 16-channel blocks
+        for (long long n = v0 / HWp; n < N && n * HWp < v0 + L; ++n) {
+            const long long base = n * HWp;
+            const int ra = static_cast<int>((v0 > base ? v0 : base) - base);
+            const int rb = static_cast<int>((v0 + L < base + HWp ? v0 + L : base + HWp) - base);
+            const int pa = wg::pixels_before(ra, H, W, Wp, ph, pw);
+            const int pb = wg::pixels_before(rb, H, W, Wp, ph, pw);
+            if (pa >= pb) continue;
+            const int ja = pa >> 2;
+            const int words = ((pb + 3) >> 2) - ja;
+            // the split's first channel
+            const unsigned char* xi =
+                xn + n * xs_n + (static_cast<long long>(ct.g) * Cg + 32 * ct.kb) * xs_c;
+            const int c_left = Cg - 32 * ct.kb;  // channels at and past it are z_x
+            // the virtual pixel of flat position 0 of image n, relative to the run
+            const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
+            // item (blk, jw)'s 16 words (in[q][b]: channel 4 q + b of the 16-channel block blk,
+            // pixels 4 jw ..), transposed to 4 pixels of 16 channels, each stored where its
+            // virtual pixel lies in the run
+            auto put = [&](const unsigned (&in)[4][4], int blk, int jw) {
+                unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
+#pragma unroll
+                for (int q = 0; q < 4; ++q) conv::transpose4(in[q], t[q]);
+                int pos = 4 * jw;
+                int h = pos / W;
+                int w = pos - h * W;
+                const unsigned rows = run_base + blk * L * 16;
+#pragma unroll
+                for (int b = 0; b < 4; ++b) {
+                    if (pos >= pa && pos < pb) {
+                        const int p = static_cast<int>(p_img + h * Wp + w);
+                        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(rows +
+                                                                                         p * 16),
+                                     "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]), "r"(t[3][b])
+                                     : "memory");
+                    }
+                    ++pos;
+                    if (++w == W) {
+                        w = 0;
+                        ++h;
+                    }
+                }
+            };
+            // Item (16-channel block blk, word jw), block-major: its first channel's word at
+            // a0. Whether every byte that the words' loads touch (from `before` bytes before
+            // each word to `after` bytes on) in channels [0, cl) from a0 lies in the input's
+            // span [span_lo, span_hi) from xn: for every item of the image at once, else item
+            // by item.
+            const int items = words * blocks;
+            const int before = word_planes ? 0 : 3;
+            const int after = word_planes ? 4 : 8;
+            auto inside = [&](const unsigned char* a0, int cl, int after_bytes) {
+                const long long o = a0 - xn;
+                const long long oc = static_cast<long long>(cl - 1) * xs_c;
+                return o + min(0ll, oc) - before >= span_lo &&
+                       o + max(0ll, oc) + after_bytes <= span_hi;
+            };
+            const bool all_inside =
+                inside(xi + 4 * ja, min(c_left, 16 * blocks), 4 * (words - 1) + after);
+            // The words: a word's loads all issued before any is used, so that they are in
+            // flight together (one round trip). Where each plane starts on a word, one aligned
+            // load each; else the two aligned words around it, shifted together.
+            if (word_planes) {
+                constexpr int GI = 2;  // items a thread at a time
+                for (int i0 = tid; i0 < items; i0 += GI * THREADS) {
+                    unsigned in[GI][4][4];
+                    bool ok[GI];
+#pragma unroll
+                    for (int u = 0; u < GI; ++u) {
+                        const int i = i0 + u * THREADS;
+                        const int blk = i / words;
+                        const unsigned char* a0 = xi + blk * 16 * xs_c + 4 * (ja + i - blk * words);
+                        const int cl = c_left - blk * 16;  // channels there
+                        ok[u] = i < items && (all_inside || inside(a0, min(cl, 16), after));
+#pragma unroll
+                        for (int c = 0; c < 16; ++c) {
+                            in[u][c >> 2][c & 3] =
+                                ok[u] && c < cl
+                                    ? __ldg(reinterpret_cast<const unsigned*>(a0 + c * xs_c))
+                                    : zx4;
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < GI; ++u) {
+                        const int i = i0 + u * THREADS;
+                        const int blk = i / words;
+                        if (ok[u]) put(in[u], blk, ja + i - blk * words);
+                    }
+                }
+            } else {
+                for (int i = tid; i < items; i += THREADS) {
+                    const int blk = i / words;
+                    const int jw = ja + i - blk * words;
+                    const unsigned char* a0 = xi + blk * 16 * xs_c + 4 * jw;
+                    const int cl = c_left - blk * 16;
+                    const bool ok = all_inside || inside(a0, min(cl, 16), after);
+                    unsigned in[4][4], hi[16];
+#pragma unroll
+                    for (int c = 0; c < 16; ++c) {
+                        const unsigned char* a = a0 + c * xs_c;
+                        const unsigned* w = reinterpret_cast<const unsigned*>(
+                            a - (reinterpret_cast<size_t>(a) & 3));
+                        in[c >> 2][c & 3] = ok && c < cl ? __ldg(w) : zx4;
+                        hi[c] = ok && c < cl ? __ldg(w + 1) : zx4;
+                    }
+#pragma unroll
+                    for (int c = 0; c < 16; ++c) {
+                        const size_t at = reinterpret_cast<size_t>(a0 + c * xs_c);
+                        const int lead = static_cast<int>(at & 3);
+                        in[c >> 2][c & 3] = __funnelshift_r(in[c >> 2][c & 3], hi[c], 8 * lead);
+                    }
+                    if (ok) put(in, blk, jw);
+                }
+            }
+            // The few words at the span's ends (the first plane's first, the last plane's
+            // last), byte by byte: only the plane's pixels are read.
+            for (int i = all_inside ? items : tid; i < items; i += THREADS) {
+                const int blk = i / words;
+                const int jw = ja + i - blk * words;
+                const unsigned char* a0 = xi + blk * 16 * xs_c + 4 * jw;
+                const int cl = c_left - blk * 16;
+                if (inside(a0, min(cl, 16), after)) continue;
+                unsigned in[4][4];
+#pragma unroll
+                for (int c = 0; c < 16; ++c) {
+                    unsigned v = zx4;
+                    if (c < cl) {
+                        v = 0u;
+                        for (int b = 0; b < 4 && 4 * jw + b < H * W; ++b) {
+                            v |= static_cast<unsigned>(__ldg(a0 + c * xs_c + b)) << (8 * b);
+                        }
+                    }
+                    in[c >> 2][c & 3] = v;
+                }
+                put(in, blk, jw);
+            }
+        }
+    };
+
     int it = 0;  // the item (tile, chunk) in this CTA's stream
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const wg::ShiftTile ct = wg::shift_tile(tile, tiles_m, splits, tiles_n, KT);
@@ -548,78 +722,12 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                              : "memory");
             }
             __syncthreads();
-            // The image's pixels over it: per image met by the run, the flat positions
-            // [pa, pb) whose virtual pixels lie in it, in words of 4 pixels x 16 channels.
-            const int blocks = 2 * ct.nk;  // the split's 16-channel blocks, rows at b L 16
-            constexpr int GI = 2;
-            for (long long n = v0 / HWp; n < N && n * HWp < v0 + L; ++n) {
-                const long long base = n * HWp;
-                const int ra = static_cast<int>((v0 > base ? v0 : base) - base);
-                const int rb = static_cast<int>((v0 + L < base + HWp ? v0 + L : base + HWp) - base);
-                const int pa = wg::pixels_before(ra, H, W, Wp, ph, pw);
-                const int pb = wg::pixels_before(rb, H, W, Wp, ph, pw);
-                if (pa >= pb) continue;
-                const int ja = pa >> 2;
-                const int words = ((pb + 3) >> 2) - ja;
-                // the group's first channel of the split
-                const unsigned char* xi =
-                    xn + n * xs_n + (static_cast<long long>(g) * Cg + 32 * ct.kb) * xs_c;
-                // the virtual pixel of flat position 0 of image n, relative to the run
-                const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
-                const int work = words * blocks;  // (16-channel block, word) pairs
-                // GI items a thread at a time: their 16 GI word loads are in flight together
-                for (int i0 = tid; i0 < work; i0 += GI * THREADS) {
-                    unsigned in[GI][4][4];
-#pragma unroll
-                    for (int u = 0; u < GI; ++u) {
-                        const int i = i0 + u * THREADS;
-                        const int blk = i / words;
-                        const int j = ja + (i - blk * words);
-#pragma unroll
-                        for (int c = 0; c < 16; ++c) {
-                            const int cc = blk * 16 + c;  // of the split's channels
-                            in[u][c >> 2][c & 3] =
-                                i < work && cc < Cg - 32 * ct.kb
-                                    ? *reinterpret_cast<const unsigned*>(xi + cc * xs_c + 4 * j)
-                                    : zx4;
-                        }
-                    }
-#pragma unroll
-                    for (int u = 0; u < GI; ++u) {
-                        const int i = i0 + u * THREADS;
-                        if (i >= work) break;
-                        const int blk = i / words;
-                        const int j = ja + (i - blk * words);
-                        unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
-#pragma unroll
-                        for (int q = 0; q < 4; ++q) conv::transpose4(in[u][q], t[q]);
-                        int pos = 4 * j;
-                        int h = pos / W;
-                        int w = pos - h * W;
-                        const unsigned rows = run_base + blk * L * 16;
-#pragma unroll
-                        for (int b = 0; b < 4; ++b) {
-                            if (pos >= pa && pos < pb) {
-                                const int p = static_cast<int>(p_img + h * Wp + w);
-                                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                                                 rows + p * 16),
-                                             "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]),
-                                             "r"(t[3][b])
-                                             : "memory");
-                            }
-                            ++pos;
-                            if (++w == W) {
-                                w = 0;
-                                ++h;
-                            }
-                        }
-                    }
-                }
-            }
+            gather(ct, v0);
             wg::fence_proxy_async();  // published by the barrier of the tile's first chunk
         }
         for (int kc = 0; kc < ct.nk; ++kc, ++it) {
             conv::cp_async_wait<STAGES - 2>();
+            wg::bar_wait(full_bar + (it % STAGES) * 8, (it / STAGES) & 1);
             wg::fence_proxy_async();
             __syncthreads();
 
@@ -787,7 +895,7 @@ DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
     template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA>(       \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, \
-        unsigned, long long, long long, int)
+        unsigned, long long, long long, long long, long long, int)
 DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false);

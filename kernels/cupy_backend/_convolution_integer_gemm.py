@@ -305,8 +305,8 @@ def tensor_core(
     call to call (a registered operator's constant) keeps its prepared form. `shift`: whether
     the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
     form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
-    reads an NCHW input where it lies (each plane H * W consecutive bytes, 4-byte aligned, H *
-    W a multiple of 4) instead of a transformed copy: None, where it expects that to be
+    reads an NCHW input where it lies (each plane H * W consecutive bytes) instead of a
+    transformed copy: None, where it expects that to be
     faster; True, wherever the planes allow; False, never. `split`: that form's K splits
     (None: as planned; more than its 32-channel chunks: the tap-by-tap GEMM). `tune`: with a
     `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the first
@@ -484,16 +484,13 @@ def _plan(
         if shifted
         else None
     )
-    if (
-        shifted
-        and gather is not False
-        and contiguous_planes(x_shape, x_strides)
-        and plane >= 4
-        and h * wd % 4 == 0
-    ):
+    if shifted and gather is not False and contiguous_planes(x_shape, x_strides):
         # the input read where it lies: its geometry instead of the transform
         sn, sc = x_strides[:2]
-        where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc)
+        # the bytes the view spans, from its first element's (no load leaves them)
+        lo = sum(min(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True))
+        hi = sum(max(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True)) + 1
+        where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc, lo, hi)
         resident = _shift_plan(
             q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split
         )
@@ -601,7 +598,8 @@ def _shift_plan(
     shared memory, a forced `split` beyond its channel chunks). Its virtual pixels are the
     padded input's: (N Hp Wp) of them, those outside the output computed and dropped. `where`:
     the NCHW input read where it lies, (H, W, ph, pw, Cg, z_x in each byte of a word, N and C
-    strides); each CTA then keeps its tile's run (its split's channels) in shared memory."""
+    strides, the bytes it spans before and after its first element); each CTA then keeps its
+    tile's run (its split's channels) in shared memory."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
     if split is not None and split < 1:
@@ -637,7 +635,8 @@ def _shift_plan(
             resident = -(-kt // splits) * run * 32 if where else 0
             smem = stages * stage + resident + tn * 12
             smem += 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4
-            if smem > min(_SMEM_CTA, _SMEM_SM // per_sm - 1024):
+            # beside it, statically, a barrier (8 bytes) per stage
+            if smem + 8 * stages > min(_SMEM_CTA, _SMEM_SM // per_sm - 1024):
                 continue
             # waves of CTAs, times the CTAs sharing an SM, times a tile's work: as fitted to
             # the unsplit tiles' timings, and as modelled
@@ -675,9 +674,9 @@ def _shift_plan(
         options=_SM90A_OPTIONS,
     )
     ints = (q.n, hpad, wpad, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
-    h, wd, ph, pw, cg, zx4, sn, sc = where or (0,) * 8
+    h, wd, ph, pw, cg, zx4, sn, sc, lo, hi = where or (0,) * 10
     args = (
         *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
-        np.uint32(zx4), np.int64(sn), np.int64(sc), np.int32(splits),
+        np.uint32(zx4), *(np.int64(v) for v in (sn, sc, lo, hi)), np.int32(splits),
     )  # fmt: skip
     return gemm, args, (64 * wm, tiles_m), splits > 1, best[1]

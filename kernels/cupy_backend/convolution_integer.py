@@ -67,8 +67,8 @@ class Options:
     # stages fit shared memory (else the tap-by-tap GEMM runs)
     shifted: bool | tuple[int, int, int] = True
     # the shifted-window GEMM reads an NCHW input where it lies, not a transformed copy, where
-    # its planes allow (H * W consecutive bytes each, 4-byte aligned, H * W a multiple of 4):
-    # None, where its model expects that to be faster; True, wherever they allow; False, never
+    # its planes allow (H * W consecutive bytes each): None, where its model expects that to be
+    # faster; True, wherever they allow; False, never
     gather: bool | None = None
     # the shifted-window GEMM's K (channel chunks of 32) split over this many CTAs whose partial
     # sums add up in the output (None: where the planner expects its tiles to leave SMs idle)

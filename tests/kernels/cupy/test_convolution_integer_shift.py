@@ -1,8 +1,8 @@
 """CuPy CONVOLUTION_INTEGER: the shifted-window wgmma GEMM (stride 1, nine taps, channels per
 group a multiple of 32), on a transformed input and reading an NCHW input where it lies ("gather":
-planes of H * W consecutive bytes, 4-byte aligned, H * W a multiple of 4), against the NumPy
-reference, bit-exact, each call asserting which of them ran. It runs on compute capability 9.0
-only; elsewhere these shapes take the mma.sync GEMM and the tests say so."""
+planes of H * W consecutive bytes, at any alignment), against the NumPy reference, bit-exact,
+each call asserting which of them ran. It runs on compute capability 9.0 only; elsewhere these
+shapes take the mma.sync GEMM and the tests say so."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_tiles_and_geometry(
     options = _options(tile, gather)
     for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
         what = check(x, w, 128, zw, (1, 1), dilations, start, end, groups, options=options)
-        assert what == _expected(gather and h * wd % 4 == 0)
+        assert what == _expected(gather)
 
 
 @pytest.mark.parametrize(
@@ -97,9 +97,10 @@ def test_tiles_and_geometry(
         (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), False),  # NHWC storage
         (lambda a: a[:, :, 1:, ::2], False),  # strided rows and columns
         (lambda a: a[:, :, 1:], True),  # planes of 14 whole rows, still 16-byte aligned
-        (lambda a: a.reshape(-1)[2 : 2 + 2 * 128 * 224].reshape(2, 128, 14, 16), False),  # 2-byte
+        (lambda a: a.reshape(-1)[2 : 2 + 2 * 128 * 224].reshape(2, 128, 14, 16), True),  # 2-byte
+        (lambda a: a[::-1, ::-1], True),  # images and channels backwards: negative strides
     ],
-    ids=["channels", "nhwc", "strided", "rows", "unaligned"],
+    ids=["channels", "nhwc", "strided", "rows", "unaligned", "backwards"],
 )
 def test_views(view: Callable[[Any], Any], gathered: bool) -> None:
     rng = np.random.default_rng(4)
@@ -109,6 +110,49 @@ def test_views(view: Callable[[Any], Any], gathered: bool) -> None:
     zw = rng.integers(0, 256, 64).astype(np.int32)
     what = check(x, w, -5, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, view=view, options=_options())
     assert what == _expected(gathered)
+
+
+@pytest.mark.parametrize("tile", _tiles())
+@pytest.mark.parametrize(
+    ("shape", "take", "split"),
+    [
+        ((2, 96, 7, 7), "last", 1),  # 49-byte planes, the last one ending the allocation
+        ((2, 96, 7, 7), "last", 2),  # splits of two chunks and of one
+        ((1, 64, 5, 9), 1, 1),  # 45-byte planes from an odd address
+        ((3, 64, 6, 6), 3, 1),  # 36-byte planes, each 3 bytes into a word
+        ((2, 128, 3, 5), 2, 1),  # 15-byte planes, 4 chunks
+        ((2, 64, 5, 7), "padded", 1),  # 35-byte planes 36 bytes apart: words, the last partial
+    ],
+)
+def test_unaligned_planes(
+    tile: tuple[int, int, int], shape: tuple[int, int, int, int], take: int | str, split: int
+) -> None:
+    """Planes that start anywhere in a word and hold any number of pixels are read where they
+    lie (each word of 4 pixels from the two aligned words around it, a plane's first and last
+    words byte by byte), no load leaving the planes: under memcheck, a last plane that ends the
+    allocation shows any read past it."""
+    n, c, h, wd = shape
+    rng = np.random.default_rng([*shape, split, *tile])
+    if take == "padded":
+        x = random_int8(rng, (n * c * (h * wd + 1),), np.uint8)
+
+        def view(a: Any) -> Any:
+            return a.reshape(n, c, h * wd + 1)[:, :, : h * wd].reshape(shape)
+
+    else:
+        size = n * c * h * wd
+        x = random_int8(rng, (size + 5,), np.uint8)
+        start = 5 if take == "last" else int(take)
+
+        def view(a: Any) -> Any:
+            return a[start : start + size].reshape(shape)
+
+    w = random_int8(rng, (40, c, 3, 3), np.int8)
+    zw = zero_points(rng, "channel", np.int8, 40)
+    options = launcher("convolution_integer").Options(shifted=tile, gather=True, split_k=split)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    what = check(x, w, random_zero_point(rng, np.uint8), zw, *geometry, view=view, options=options)
+    assert what == _expected(gathered=True)
 
 
 @pytest.mark.parametrize("gather", [True, False])
@@ -187,8 +231,8 @@ def test_persistent_ctas(
 ) -> None:
     """With one SM, every CTA runs many tiles in turn: the next tile's loads overlap this one's
     epilogue, its first MMA discards the last tile's sums, and the column offsets and sums in
-    shared memory are rewritten tile after tile (with 17 x 24 planes, so is the run the CTA
-    gathers from the NCHW input)."""
+    shared memory are rewritten tile after tile, and so is the run the CTA gathers from the
+    NCHW input (17 x 24 planes word by word, 17 x 23 ones from the aligned words around each)."""
     gemm = launcher("_convolution_integer_gemm")
     rng = np.random.default_rng([*tile, width])
     x = random_int8(rng, (3, 64, 17, width), np.int8)
@@ -200,7 +244,7 @@ def test_persistent_ctas(
         what = check(x, w, -9, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=_options(tile))
     finally:
         gemm._plan.cache_clear()
-    assert what == _expected(17 * width % 4 == 0)
+    assert what == _expected(gathered=True)
 
 
 @pytest.mark.parametrize("gather", [True, False])
