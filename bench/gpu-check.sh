@@ -89,6 +89,7 @@ if has racecheck; then
   racecheck_k+=" or (test_convolution_integer_grouped and (signedness or group_shapes or word))"
   racecheck_k+=" or (test_convolution_integer_shift and (signedness or persistent or gathered or (test_split_k and shape2 and not persistent) or (tiles_and_geometry and (shape0 or shape2))))"
   racecheck_k+=" or test_both_preps or (every_plan and uint8-int8) or timed_on_the_gpu"
+  racecheck_k+=" or (test_convolution_integer_shift and (unaligned or test_views))"
   step racecheck "${RACECHECK_LIMIT:-200}" env DMLSERVE_TEST_CUPY_POOL=off compute-sanitizer --tool racecheck \
     --error-exitcode 9 "${pytest[@]}" -m gpu tests/kernels/cupy -k "$racecheck_k"
 fi
