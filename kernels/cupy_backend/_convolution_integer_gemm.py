@@ -88,6 +88,9 @@ _SMEM_SM = 228 * 1024
 _SHIFT_MAX_VIRTUAL = 4
 # Its epilogue's shared block per warp: 16 rows of EPI_PITCH = 40 ints.
 _SHIFT_EPI_BYTES = 16 * 40 * 4
+# Its static shared memory: a barrier of 8 bytes per stage, the dynamic block after them
+# 16-byte aligned (at most 8 stages).
+_SHIFT_STATIC_BYTES = 64
 # K splits it may take (each split's partial sums are added into a zeroed output): only where a
 # model of a tile's time (the MMAs at the tensor rate or the operands' L2 -> shared bytes,
 # whichever is longer, then its output, then a fixed part), over the waves of CTAs, expects 10%
@@ -487,6 +490,7 @@ def _plan(
     if shifted and gather is not False and contiguous_planes(x_shape, x_strides):
         # the input read where it lies: its geometry instead of the transform
         sn, sc = x_strides[:2]
+        sn = sn if n > 1 else 0  # a lone image's stride is arbitrary: not part of any address
         # the bytes the view spans, from its first element's (no load leaves them)
         lo = sum(min(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True))
         hi = sum(max(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True)) + 1
@@ -635,8 +639,7 @@ def _shift_plan(
             resident = -(-kt // splits) * run * 32 if where else 0
             smem = stages * stage + resident + tn * 12
             smem += 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4
-            # beside it, statically, a barrier (8 bytes) per stage
-            if smem + 8 * stages > min(_SMEM_CTA, _SMEM_SM // per_sm - 1024):
+            if smem + _SHIFT_STATIC_BYTES > min(_SMEM_CTA, _SMEM_SM // per_sm - 1024):
                 continue
             # waves of CTAs, times the CTAs sharing an SM, times a tile's work: as fitted to
             # the unsplit tiles' timings, and as modelled

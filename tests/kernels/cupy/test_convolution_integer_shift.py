@@ -122,6 +122,7 @@ def test_views(view: Callable[[Any], Any], gathered: bool) -> None:
         ((3, 64, 6, 6), 3, 1),  # 36-byte planes, each 3 bytes into a word
         ((2, 128, 3, 5), 2, 1),  # 15-byte planes, 4 chunks
         ((2, 64, 5, 7), "padded", 1),  # 35-byte planes 36 bytes apart: words, the last partial
+        ((2, 64, 5, 7), "backwards", 1),  # 35-byte planes, images and channels backwards
     ],
 )
 def test_unaligned_planes(
@@ -133,11 +134,21 @@ def test_unaligned_planes(
     allocation shows any read past it."""
     n, c, h, wd = shape
     rng = np.random.default_rng([*shape, split, *tile])
-    if take == "padded":
-        x = random_int8(rng, (n * c * (h * wd + 1),), np.uint8)
+    if take == "padded":  # the last plane's last word ends the allocation, mid-word
+        x = random_int8(rng, (n * c * (h * wd + 1) - 1,), np.uint8)
 
         def view(a: Any) -> Any:
-            return a.reshape(n, c, h * wd + 1)[:, :, : h * wd].reshape(shape)
+            import cupy
+
+            pitch = h * wd + 1
+            strides = (c * pitch, pitch, wd, 1)
+            return cupy.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+
+    elif take == "backwards":
+        x = random_int8(rng, shape, np.uint8)
+
+        def view(a: Any) -> Any:
+            return a[::-1, ::-1]
 
     else:
         size = n * c * h * wd
