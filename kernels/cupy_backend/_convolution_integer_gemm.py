@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..wire import buffer_extent
 from ._common import (
     GRID_YZ_LIMIT,
     Launch,
@@ -491,9 +492,10 @@ def _plan(
         # the input read where it lies: its geometry instead of the transform
         sn, sc = x_strides[:2]
         sn = sn if n > 1 else 0  # a lone image's stride is arbitrary: not part of any address
-        # the bytes the view spans, from its first element's (no load leaves them)
+        # the bytes the view spans, from its first element's (no load leaves them): from the
+        # lowest address its negative strides reach, its extent on
         lo = sum(min(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True))
-        hi = sum(max(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True)) + 1
+        hi = lo + buffer_extent(x_shape, x_strides)
         where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc, lo, hi)
         resident = _shift_plan(
             q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split
