@@ -610,8 +610,18 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     }
                 }
             };
-            // Item (16-channel block blk, word jw), block-major: its first channel's word at
-            // a0. Whether every byte that the words' loads touch (from `before` bytes before
+            // Item i: 16-channel block blk and word jw (block-major), the channels of the
+            // block that exist (cl), its first channel's word at a0.
+            struct Item {
+                int blk, jw, cl;
+                const unsigned char* a0;
+            };
+            auto item = [&](int i) {
+                const int blk = i / words;
+                const int jw = ja + i - blk * words;
+                return Item{blk, jw, c_left - blk * 16, xi + blk * 16 * xs_c + 4 * jw};
+            };
+            // Whether every byte that the words' loads touch (from `before` bytes before
             // each word to `after` bytes on) in channels [0, cl) from a0 lies in the input's
             // span [span_lo, span_hi) from xn: for every item of the image at once, else item
             // by item.
@@ -637,71 +647,62 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 #pragma unroll
                     for (int u = 0; u < GI; ++u) {
                         const int i = i0 + u * THREADS;
-                        const int blk = i / words;
-                        const unsigned char* a0 = xi + blk * 16 * xs_c + 4 * (ja + i - blk * words);
-                        const int cl = c_left - blk * 16;  // channels there
-                        ok[u] = i < items && (all_inside || inside(a0, min(cl, 16), after));
+                        const Item t = item(i);
+                        ok[u] = i < items && (all_inside || inside(t.a0, min(t.cl, 16), after));
 #pragma unroll
                         for (int c = 0; c < 16; ++c) {
                             in[u][c >> 2][c & 3] =
-                                ok[u] && c < cl
-                                    ? __ldg(reinterpret_cast<const unsigned*>(a0 + c * xs_c))
+                                ok[u] && c < t.cl
+                                    ? __ldg(reinterpret_cast<const unsigned*>(t.a0 + c * xs_c))
                                     : zx4;
                         }
                     }
 #pragma unroll
                     for (int u = 0; u < GI; ++u) {
-                        const int i = i0 + u * THREADS;
-                        const int blk = i / words;
-                        if (ok[u]) put(in[u], blk, ja + i - blk * words);
+                        const Item t = item(i0 + u * THREADS);
+                        if (ok[u]) put(in[u], t.blk, t.jw);
                     }
                 }
             } else {
                 for (int i = tid; i < items; i += THREADS) {
-                    const int blk = i / words;
-                    const int jw = ja + i - blk * words;
-                    const unsigned char* a0 = xi + blk * 16 * xs_c + 4 * jw;
-                    const int cl = c_left - blk * 16;
-                    const bool ok = all_inside || inside(a0, min(cl, 16), after);
+                    const Item t = item(i);
+                    const bool ok = all_inside || inside(t.a0, min(t.cl, 16), after);
                     unsigned in[4][4], hi[16];
 #pragma unroll
                     for (int c = 0; c < 16; ++c) {
-                        const unsigned char* a = a0 + c * xs_c;
+                        const unsigned char* a = t.a0 + c * xs_c;
                         const unsigned* w = reinterpret_cast<const unsigned*>(
                             a - (reinterpret_cast<size_t>(a) & 3));
-                        in[c >> 2][c & 3] = ok && c < cl ? __ldg(w) : zx4;
-                        hi[c] = ok && c < cl ? __ldg(w + 1) : zx4;
+                        in[c >> 2][c & 3] = ok && c < t.cl ? __ldg(w) : zx4;
+                        hi[c] = ok && c < t.cl ? __ldg(w + 1) : zx4;
                     }
 #pragma unroll
                     for (int c = 0; c < 16; ++c) {
-                        const size_t at = reinterpret_cast<size_t>(a0 + c * xs_c);
+                        const size_t at = reinterpret_cast<size_t>(t.a0 + c * xs_c);
                         const int lead = static_cast<int>(at & 3);
                         in[c >> 2][c & 3] = __funnelshift_r(in[c >> 2][c & 3], hi[c], 8 * lead);
                     }
-                    if (ok) put(in, blk, jw);
+                    if (ok) put(in, t.blk, t.jw);
                 }
             }
             // The few words at the span's ends (the first plane's first, the last plane's
             // last), byte by byte: only the plane's pixels are read.
             for (int i = all_inside ? items : tid; i < items; i += THREADS) {
-                const int blk = i / words;
-                const int jw = ja + i - blk * words;
-                const unsigned char* a0 = xi + blk * 16 * xs_c + 4 * jw;
-                const int cl = c_left - blk * 16;
-                if (inside(a0, min(cl, 16), after)) continue;
+                const Item t = item(i);
+                if (inside(t.a0, min(t.cl, 16), after)) continue;
                 unsigned in[4][4];
 #pragma unroll
                 for (int c = 0; c < 16; ++c) {
                     unsigned v = zx4;
-                    if (c < cl) {
+                    if (c < t.cl) {
                         v = 0u;
-                        for (int b = 0; b < 4 && 4 * jw + b < H * W; ++b) {
-                            v |= static_cast<unsigned>(__ldg(a0 + c * xs_c + b)) << (8 * b);
+                        for (int b = 0; b < 4 && 4 * t.jw + b < H * W; ++b) {
+                            v |= static_cast<unsigned>(__ldg(t.a0 + c * xs_c + b)) << (8 * b);
                         }
                     }
                     in[c >> 2][c & 3] = v;
                 }
-                put(in, blk, jw);
+                put(in, t.blk, t.jw);
             }
         }
     };
