@@ -373,7 +373,8 @@ __global__ void __launch_bounds__(BM * 2)
 //   B: [k16 half][L rows] x 16 B (LBO = L * 16).
 // A CTA of WM x WN warpgroups owns BM = 64 WM output channels x TN = WN BN virtual pixels; the
 // CTA is persistent over its tiles, and the stages stream (tile, channel chunk) items, so the
-// next tile's loads overlap this tile's last MMAs and its epilogue.
+// next tile's loads overlap this tile's last MMAs and its epilogue; an item's MMAs are still
+// running while the next item's are issued.
 //
 // GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes, at
 // any alignment), not from a padded transformed copy: at the start of each tile the CTA writes
@@ -730,7 +731,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             conv::cp_async_wait<STAGES - 2>();
             wg::bar_wait(full_bar + (it % STAGES) * 8, (it / STAGES) & 1);
             wg::fence_proxy_async();
-            __syncthreads();
+            // every thread's part of the stage (the transformed input's run), or of the tile's
+            // gathered run, visible to every warpgroup's MMAs; the filter's bulk copy is
+            // complete once its barrier is
+            if (!GATHER || kc == 0) __syncthreads();
 
             if (kc == 0) {  // where each column's output goes (-1: a dropped virtual pixel)
                 for (int c = tid; c < TN; c += THREADS) {
@@ -763,9 +767,12 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);
             }
             wg::commit();
-            // The stage refilled now was last read by the MMAs of item it - 1, which every
-            // warpgroup waited for (wait_group 0 at the end of item it - 1) before the barrier
-            // above; STAGES - 1 items are in flight while the tensor cores work.
+            // The stage refilled now was last read by the MMAs of item it - 1: each warpgroup
+            // waits for its own (item it's stay in flight, so that the tensor cores go on from
+            // item to item), then for the others; STAGES - 1 items are in flight while the
+            // tensor cores work.
+            wg::wait<1>();
+            __syncthreads();
             if (it + STAGES - 1 < items) load_item((it + STAGES - 1) % STAGES);
             conv::cp_async_commit();
             if constexpr (ZW) {  // sum x'' per input pixel of the run, chunk by chunk
@@ -789,8 +796,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     row_sum[r] = v;
                 }
             }
-            wg::wait<0>();
         }
+        wg::wait<0>();
         // ---- the tile's epilogue: out = acc - z_w[m] sum x''[p] + bias[m] -----------------
         // (the accumulators stay in the same registers from tile to tile: any copy of them
         // would make the compiler wait for every MMA)
