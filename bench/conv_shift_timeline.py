@@ -9,14 +9,16 @@ medians (and maxima) over the CTAs, in µs:
   filter stages' bulk copies issued);
 - gather: the tile's run of input pixels written into shared memory (z_x over it, then the
   image's pixels read where they lie; nothing where the input was transformed);
-- first stage: the wait for the tile's first filter block;
+- first stage: the wait for the tile's first filter block, and for every thread's part of the
+  gather (thread 0 stamps the gather's end when its own part is done);
 - MMAs: the tile's channel chunks, from its first chunk's barrier to its last MMA's completion;
 - epilogue: the zero-point terms and the output's stores.
 
-Beside them: the time per call (as the benchmark times it), an empty kernel launched with the
-same grid, block and shared memory (the launch's own cost per call), the span from the first
-CTA's start to the last one's end, and the spread of the CTAs' start times. The stamps add a
-few instructions per phase; the time per call is the uninstrumented kernel's.
+Beside them: the time per call (as the benchmark times it: the whole call, with the output's
+memset where K is split and the input's transform where it is not read in place; the kernels
+uninstrumented), an empty kernel launched with the same grid, block and shared memory (the
+launch's own cost per call), the span from the first CTA's start to the last one's end, and the
+spread of the CTAs' start times. The stamps add a few instructions per phase.
 
 Run on a GPU of compute capability 9.0, from the repository root:
 ``python3 bench/conv_shift_timeline.py [--batch 32] [--model] [NAME ...]`` (NAME: a part of a
