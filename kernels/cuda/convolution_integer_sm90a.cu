@@ -376,6 +376,12 @@ __global__ void __launch_bounds__(BM * 2)
 // next tile's loads overlap this tile's last MMAs and its epilogue; an item's MMAs are still
 // running while the next item's are issued.
 //
+// Strides SH x SW of 2 (GATHER only): the padded input splits into SH SW phase planes, plane
+// (a, b) holding padded pixels (SH i + a, SW j + b), each numbered like the virtual pixels above
+// over its Hq x Wq pixels (Hp, Wp then being Hq, Wq); tap (r, s) of output (oh, ow) reads plane
+// (r dh % SH, s dw % SW) at (oh + r dh / SH, ow + s dw / SW): again one shift of one run, the run
+// now one per plane (each chunk's rows [plane][k16 half][L]).
+//
 // GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes, at
 // any alignment), not from a padded transformed copy: at the start of each tile the CTA writes
 // its whole run, every channel chunk (Cgp x L bytes, resident for the tile), into shared memory:
@@ -450,7 +456,7 @@ __device__ __forceinline__ int pixels_before(int r, int H, int W, int Wp, int ph
 }  // namespace wg
 
 template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS,
-          bool GATHER>
+          bool GATHER, int SH, int SW>
 __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
                          const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
@@ -468,7 +474,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     constexpr int BM = 64 * WM;
     constexpr int TN = WN * BN;
     constexpr int A_BYTES = TAPS * BM * 32;
+    constexpr int NPL = SH * SW;  // phase planes
     static_assert(STAGES >= 2, "stages");
+    static_assert((SH == 1 || SH == 2) && (SW == 1 || SW == 2) && (GATHER || NPL == 1), "strides");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
     const unsigned smem_base = conv::smem_addr(smem_raw);
@@ -476,9 +484,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     // GATHER: after the stages, the tile's run, its split's chunks one after the other, as a
     // stage holds them
     const unsigned run_base = smem_base + STAGES * stage_bytes;
-    const int run_bytes = GATHER ? (KT + splits - 1) / splits * L * 32 : 0;
+    const int run_bytes = GATHER ? (KT + splits - 1) / splits * NPL * L * 32 : 0;
     // then output offsets and input sums per column, each warp's output block, input sums per
-    // row of the run
+    // row of the run (of each plane)
     constexpr int EPI_PITCH = 40;
     long long* col_off =
         reinterpret_cast<long long*>(smem_raw + STAGES * stage_bytes + run_bytes);
@@ -503,9 +511,22 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     const int P = OH * OW;
     const long long HWp = static_cast<long long>(Hp) * Wp;
     const long long pixels_in = N * HWp;
+    // each tap's shift within its plane, and (bits 24 on) its plane
     int tap_off[TAPS];
 #pragma unroll
-    for (int t = 0; t < TAPS; ++t) tap_off[t] = (t / S) * dil_h * Wp + (t % S) * dil_w;
+    for (int t = 0; t < TAPS; ++t) {
+        const int r = (t / S) * dil_h;
+        const int s = (t % S) * dil_w;
+        tap_off[t] = (r / SH) * Wp + s / SW + (((r % SH) * SW + s % SW) << 24);
+    }
+    // tap t's first row in a chunk's run (16-byte rows: [plane][k16 half][L]), and in the
+    // per-plane row sums ([plane][L])
+    auto tap_row = [&](int t) {
+        return NPL == 1 ? tap_off[t] : (tap_off[t] >> 24) * 2 * L + (tap_off[t] & 0xFFFFFF);
+    };
+    auto tap_sum_row = [&](int t) {
+        return NPL == 1 ? tap_off[t] : (tap_off[t] >> 24) * L + (tap_off[t] & 0xFFFFFF);
+    };
 
     int items = 0;  // (tile, chunk) pairs of this CTA's stream
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -573,8 +594,15 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             const long long base = n * HWp;
             const int ra = static_cast<int>((v0 > base ? v0 : base) - base);
             const int rb = static_cast<int>((v0 + L < base + HWp ? v0 + L : base + HWp) - base);
-            const int pa = wg::pixels_before(ra, H, W, Wp, ph, pw);
-            const int pb = wg::pixels_before(rb, H, W, Wp, ph, pw);
+            int pa, pb;
+            if constexpr (NPL == 1) {
+                pa = wg::pixels_before(ra, H, W, Wp, ph, pw);
+                pb = wg::pixels_before(rb, H, W, Wp, ph, pw);
+            } else {  // the image rows of the planes' rows met: whole rows, some pixels of
+                      // the first and last ones outside the run (left out by put)
+                pa = min(max(SH * (ra / Wp) - ph, 0), H) * W;
+                pb = min(max(SH * ((rb - 1) / Wp + 1) - ph, 0), H) * W;
+            }
             if (pa >= pb) continue;
             const int ja = pa >> 2;
             const int words = ((pb + 3) >> 2) - ja;
@@ -582,8 +610,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             const unsigned char* xi =
                 xn + n * xs_n + (static_cast<long long>(ct.g) * Cg + 32 * ct.kb) * xs_c;
             const int c_left = Cg - 32 * ct.kb;  // channels at and past it are z_x
-            // the virtual pixel of flat position 0 of image n, relative to the run
-            const long long p_img = base + static_cast<long long>(ph) * Wp + pw - v0;
+            // the virtual pixel of image n's first (padded) pixel, relative to the run
+            const long long p_img = base - v0;
             // item (blk, jw)'s 16 words (in[q][b]: channel 4 q + b of the 16-channel block blk,
             // pixels 4 jw ..), transposed to 4 pixels of 16 channels, each stored where its
             // virtual pixel lies in the run
@@ -594,13 +622,17 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 int pos = 4 * jw;
                 int h = pos / W;
                 int w = pos - h * W;
-                const unsigned rows = run_base + blk * L * 16;
+                // the block's rows: its chunk's, then its k16 half's (of each plane)
+                const unsigned rows = run_base + ((blk >> 1) * 2 * NPL + (blk & 1)) * L * 16;
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
-                    if (pos >= pa && pos < pb) {
-                        const int p = static_cast<int>(p_img + h * Wp + w);
-                        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(rows +
-                                                                                         p * 16),
+                    const int hp = h + ph;  // padded
+                    const int wq = w + pw;
+                    const int p = static_cast<int>(p_img + (hp / SH) * Wp + wq / SW);
+                    if (pos >= pa && pos < pb && (NPL == 1 || (p >= 0 && p < L))) {
+                        const int plane = (hp % SH) * SW + wq % SW;
+                        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                                         rows + (plane * 2 * L + p) * 16),
                                      "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]), "r"(t[3][b])
                                      : "memory");
                     }
@@ -718,7 +750,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         if constexpr (GATHER) {
             // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
             // z_x over the split's run: the frame, padded channels, pixels past the input.
-            for (int i = tid; i < ct.nk * L * 2; i += THREADS) {
+            for (int i = tid; i < ct.nk * NPL * L * 2; i += THREADS) {
                 asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(run_base + i * 16),
                              "r"(zx4)
                              : "memory");
@@ -754,14 +786,14 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
             // the stage's filter chunk is the CTA's rotated one (see load_item); so is the run's
             const unsigned b_base =
-                GATHER ? run_base + rotated(kc, ct.nk) * L * 32 : a_base + A_BYTES;
+                GATHER ? run_base + rotated(kc, ct.nk) * NPL * L * 32 : a_base + A_BYTES;
             wg::fence();
 #pragma unroll
             for (int t = 0; t < TAPS; ++t) {
                 const unsigned long long da =
                     wg::desc_plain(a_base + (t * 2 * BM + wm * 64) * 16, BM * 16, 128);
                 const unsigned long long db =
-                    wg::desc_plain(b_base + (tap_off[t] + wn * BN) * 16, L * 16, 128);
+                    wg::desc_plain(b_base + (tap_row(t) + wn * BN) * 16, L * 16, 128);
                 // a tile's first MMA overwrites the last tile's sums: no zeroing copies, which
                 // would make the compiler wait for every MMA before the loop's back edge
                 wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);
@@ -776,14 +808,15 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             if (it + STAGES - 1 < items) load_item((it + STAGES - 1) % STAGES);
             conv::cp_async_commit();
             if constexpr (ZW) {  // sum x'' per input pixel of the run, chunk by chunk
-                for (int r = tid; r < L; r += THREADS) {
+                for (int r = tid; r < NPL * L; r += THREADS) {
+                    const int row = NPL == 1 ? r : r + r / L * L;  // [plane][k16 half][L]
                     uint4 u, w;
                     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
-                                 : "r"(b_base + r * 16));
+                                 : "r"(b_base + row * 16));
                     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
-                                 : "r"(b_base + (L + r) * 16));
+                                 : "r"(b_base + (L + row) * 16));
                     int v = kc == 0 ? 0 : row_sum[r];
                     v = conv::byte_sum<XS>(u.x, v);
                     v = conv::byte_sum<XS>(u.y, v);
@@ -808,7 +841,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 unsigned v = 0u;
 #pragma unroll
                 for (int t = 0; t < TAPS; ++t) {
-                    v += static_cast<unsigned>(row_sum[c + tap_off[t]]);
+                    v += static_cast<unsigned>(row_sum[c + tap_sum_row(t)]);
                 }
                 xs_sum[c] = static_cast<int>(v);
             }
@@ -899,18 +932,22 @@ DML_WG_INST(signed char, signed char, 64, 64, 8, true);
 DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
 DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
-#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA)                                              \
-    template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA>(       \
-        const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int, \
-        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, \
+#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA, SH, SW)                                      \
+    template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA, SH, SW>( \
+        const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int,   \
+        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,   \
         unsigned, long long, long long, long long, long long, int)
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false);
-DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true);
-DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false);
-DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true);
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false, 1, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true, 1, 1);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false, 1, 1);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true, 1, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false, 1, 1);
+DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, true, 2, 2);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, true, 2, 2);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2);
 #undef DML_WS_INST
 #endif

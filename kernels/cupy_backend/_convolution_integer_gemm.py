@@ -34,6 +34,7 @@ __all__ = [
     "WGMMA_TILES",
     "Kernel",
     "gemm_kernel",
+    "padded_extent",
     "padded_input_fits",
     "tensor_core",
 ]
@@ -66,7 +67,8 @@ WGMMA_TILES: tuple[tuple[int, int, int, int, float], ...] = (
     (64, 128, 6, 3, 0.8),
     (64, 64, 8, 3, 0.65),
 )
-# The shifted-window wgmma GEMM (stride 1, R * S = 9 taps, channels per group a multiple of 32):
+# The shifted-window wgmma GEMM (R * S = 9 taps, channels per group a multiple of 32; stride 1,
+# or strides of 2 on the input read where it lies):
 # (warpgroups along M, warpgroups along N, pixels per warpgroup, stages, CTAs that fit one SM,
 # relative efficiency; 0: a tile that only a registered operator's timing of the plans tries,
 # never the model's choice).
@@ -84,6 +86,11 @@ SHIFT_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
     (1, 1, 224, 3, 2, 0.0),
 )
 _SHIFT_TAPS = 9
+# Its strides: 1, or 2 on the input read where it lies (each tap a shift within one of the
+# padded input's phase planes, whose runs take 4 times the shared memory: the tiles' stages
+# then drop to what fits, down to this many).
+_SHIFT_STRIDES = (1, 2)
+_SHIFT_MIN_STAGES = 2
 # Shared memory on sm_90: at most 227 KB a CTA, 228 KB an SM of which the driver takes 1 KB
 # per resident CTA.
 _SMEM_CTA = 227 * 1024
@@ -219,6 +226,14 @@ def padded_input_fits(plain_bytes: int, padded_bytes: int) -> bool:
     return padded_bytes <= 2 * plain_bytes + _PAD_SLACK
 
 
+def padded_extent(q: _Problem) -> tuple[int, int]:
+    """The padded input's (rows, columns) that the wgmma GEMMs read: the image at (ph, pw),
+    every tap of every output inside."""
+    hpad = max(q.h + q.ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
+    wpad = max(q.wd + q.pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
+    return hpad, wpad
+
+
 def _nhwc_channels(
     shape: tuple[int, ...], strides: tuple[int, ...], cg: int, alignment: int
 ) -> bool:
@@ -305,6 +320,7 @@ def tensor_core(
     shift: tuple[int, int, int] | bool = True,
     gather: bool | None = None,
     split: int | None = None,
+    shared_pads: bool | None = None,
     tune: bool = True,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
@@ -314,11 +330,13 @@ def tensor_core(
     the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
     form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
     reads an NCHW input where it lies (each plane H * W consecutive bytes) instead of a
-    transformed copy: None, where it expects that to be
-    faster; True, wherever the planes allow; False, never. `split`: that form's K splits
-    (None: as planned; more than its 32-channel chunks: the tap-by-tap GEMM). `tune`: with a
-    `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the first
-    call of each shape and the fastest kept (see `_tuned`)."""
+    transformed copy: None, where it expects that to be faster; True, wherever the planes
+    allow; False, never. `split`: that form's K splits (None: as planned; more than its
+    32-channel chunks: the tap-by-tap GEMM). `shared_pads`: whether that form, reading the
+    input where it lies, numbers its virtual pixels with the pads shared by neighbouring rows
+    and images (see `_virtual_grid`): None, where its model expects that to be faster. `tune`:
+    with a `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the
+    first call of each shape and the fastest kept (see `_tuned`)."""
     import cupy
 
     key = (
@@ -332,11 +350,11 @@ def tensor_core(
         next(a for a in (16, 4, 1) if x.data.ptr % a == 0),
         kernel,
     )
-    plan = _plan(*key, tile, shift, gather, split)
+    plan = _plan(*key, tile, shift, gather, split, shared_pads)
     if (
         tune
         and filter_cache is not None
-        and (tile, shift, gather, split) == (None, True, None, None)
+        and (tile, shift, gather, split, shared_pads) == (None, True, None, None, None)
         and plan.kernel in ("wgmma_shift", "wgmma_shift_gather")
     ):
         plan = _tuned(key, plan, filter_cache, lambda p: _plan_ms(p, x, w, out, q, filter_cache))
@@ -367,8 +385,9 @@ def _run(
     plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
 
 
-# A kept choice: the forced (tile, input read in place, K splits) of `_plan`; None: the model's.
-_Choice = tuple[tuple[int, int, int], bool, int] | None
+# A kept choice: the forced (tile, input read in place, K splits, pads shared) of `_plan` (tile
+# False: the tap-by-tap GEMM); None: the model's.
+_Choice = tuple[tuple[int, int, int] | bool, bool | None, int | None, bool | None] | None
 
 
 def _tuned(
@@ -416,13 +435,23 @@ def _shift_candidates(
     """`planned` (choice None) and, made one at a time, every other plan of the shifted-window
     GEMM for `key` with its choice: each of its tiles, reading the input where it lies (where
     the planes allow) or transformed, with K unsplit or split over 2 to `_SHIFT_MAX_SPLITS` CTAs
-    (at most one per channel chunk), where the tile's stages fit shared memory."""
+    (at most one per channel chunk), where the tile's stages fit shared memory, the input read
+    in place with its pads shared or not; for strides other than 1, the tap-by-tap GEMM too."""
+    from .convolution_integer import _Problem  # that module imports this one
+
     seen = [planned]
     yield None, planned
+    q = _Problem.from_geometry(key[1])
+    if (q.sh, q.sw) != (1, 1):
+        tap_by_tap = (False, None, None, None)
+        plan = _plan(*key, None, *tap_by_tap)
+        if plan not in seen:
+            seen.append(plan)
+            yield tap_by_tap, plan
     for wm, wn, bn, *_ in SHIFT_TILES:
-        for gather in (True, False):
+        for gather, shared in ((True, False), (True, True), (False, False)):
             for split in range(1, _SHIFT_MAX_SPLITS + 1):
-                choice = ((wm, wn, bn), gather, split)
+                choice = ((wm, wn, bn), gather, split, shared)
                 plan = _plan(*key, None, *choice)
                 wanted = "wgmma_shift_gather" if gather else "wgmma_shift"
                 if plan.kernel == wanted and plan not in seen:
@@ -464,6 +493,7 @@ def _plan(
     shift: tuple[int, int, int] | bool,
     gather: bool | None,
     split: int | None,
+    shared_pads: bool | None,
 ) -> _GemmPlan:
     from .convolution_integer import _Problem  # that module imports this one
 
@@ -479,16 +509,15 @@ def _plan(
     ph, pw, hpad, wpad = 0, 0, h, wd
     if kernel == "wgmma":
         ph, pw = q.ph, q.pw
-        hpad = max(h + ph, (q.oh - 1) * q.sh + (q.r - 1) * q.dh + 1)
-        wpad = max(wd + pw, (q.ow - 1) * q.sw + (q.s - 1) * q.dw + 1)
+        hpad, wpad = padded_extent(q)
         if not padded_input_fits(n * h * wd * slots, n * hpad * wpad * slots):
             args = (x_shape, x_strides, x_dtype, w_dtype, alignment, "mma_sync", None, False)
-            return _plan(device, geometry, zw_any, *args, False, None)  # with its own tile
+            return _plan(device, geometry, zw_any, *args, False, None, None)  # its own tile
     plane = plane_alignment(x_shape, x_strides, alignment)
     shifted = kernel == "wgmma" and tile is None and shift is not False
     # the shifted-window GEMM on the transformed input, where the shape allows it
     staged = (
-        _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split)
+        _shift_plan(q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, None, split, False)
         if shifted
         else None
     )
@@ -501,9 +530,12 @@ def _plan(
         lo = sum(min(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True))
         hi = lo + buffer_extent(x_shape, x_strides)
         where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc, lo, hi)
-        resident = _shift_plan(
-            q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split
-        )
+        shape = (q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split)
+        resident = _shift_plan(*shape, shared_pads is True)
+        if shared_pads is None:  # the pads shared where the model expects fewer clocks
+            shared = _shift_plan(*shape, True)
+            if shared is not None and (resident is None or shared[4] < resident[4]):
+                resident = shared
         # where keeping the run resident leaves only smaller tiles or forced splits, the
         # transformed input may be faster still: unless forced, take the one the model
         # expects to be faster, the transform pass (the input read, its copy written) counted
@@ -600,33 +632,46 @@ def _shift_plan(
     shift: tuple[int, int, int] | bool,
     where: tuple[int, ...] | None,
     split: int | None,
+    shared_pads: bool,
 ) -> tuple[Launch, tuple[Any, ...], tuple[int, int], bool, float] | None:
     """The shifted-window GEMM's launch, scalar arguments, filter layout, whether it adds into
     a zeroed output (K split over CTAs) and its modelled clocks, or None where the shape is not
-    its (strides other than 1, other than 9 taps, channels per group not a multiple of 32, more
-    than `_SHIFT_MAX_VIRTUAL` virtual pixels per output pixel, a run of input pixels too long for
-    shared memory, a forced `split` beyond its channel chunks). Its virtual pixels are the
-    padded input's: (N Hp Wp) of them, those outside the output computed and dropped. `where`:
-    the NCHW input read where it lies, (H, W, ph, pw, Cg, z_x in each byte of a word, N and C
-    strides, the bytes it spans before and after its first element); each CTA then keeps its
-    tile's run (its split's channels) in shared memory."""
+    its (other than 9 taps, channels per group not a multiple of 32, strides other than 1 or,
+    reading the input where it lies, 2, more than `_SHIFT_MAX_VIRTUAL` virtual pixels per output
+    pixel, a run of input pixels too long for shared memory, a forced `split` beyond its channel
+    chunks). Its virtual pixels are the padded input's (see `_virtual_grid`), those outside the
+    output computed and dropped. `where`: the NCHW input read where it lies, (H, W, ph, pw, Cg,
+    z_x in each byte of a word, N and C strides, the bytes it spans before and after its first
+    element); each CTA then keeps its tile's run (its split's channels) in shared memory, and
+    `shared_pads` says whether its virtual pixels share the pads."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
     if split is not None and split < 1:
         raise ValueError(f"split_k {split} is not a positive number of K splits")
-    if (q.sh, q.sw) != (1, 1) or q.r * q.s != _SHIFT_TAPS or cgp % 32:
+    if q.r * q.s != _SHIFT_TAPS or cgp % 32:
         return None
-    pixels = q.n * hpad * wpad
+    if (q.sh, q.sw) != (1, 1) and (
+        where is None or q.sh not in _SHIFT_STRIDES or q.sw not in _SHIFT_STRIDES
+    ):
+        return None
+    planes = q.sh * q.sw
+    hv, wv = _virtual_grid(q, hpad, wpad, where is not None and shared_pads)
+    pixels = q.n * hv * wv
+    # the share of the virtual pixels that are outputs, and of the runs' pixels (over every
+    # plane) that are the image's, which the gather reads (a transformed run: all of them)
+    outputs = q.oh * q.ow / (hv * wv)
+    image = q.h * q.wd / (hv * wv * planes) if where else 1.0
     if pixels > _SHIFT_MAX_VIRTUAL * q.n * q.oh * q.ow:
         return None
-    reach = (q.r - 1) * q.dh * wpad + (q.s - 1) * q.dw  # the last tap's shift, in pixels
+    # the last tap's shift within its plane, in pixels
+    reach = (q.r - 1) * q.dh // q.sh * wv + (q.s - 1) * q.dw // q.sw
     kt = cgp // 32  # channel chunks
     sms = sm_count()
     # (fitted cost, modelled clocks, the configuration): the best unsplit tile, the best split
     Choice = tuple[float, float, tuple[int, int, int, int, int, int, int, int, int, int]]
     unsplit: Choice | None = None
     split_best: Choice | None = None
-    for wm, wn, bn, stages, per_sm, eff in SHIFT_TILES:
+    for wm, wn, bn, most_stages, per_sm, eff in SHIFT_TILES:
         if shift is not True and shift != (wm, wn, bn):
             continue
         if shift is True and eff == 0:  # offered to the timing of the plans alone
@@ -641,22 +686,26 @@ def _shift_plan(
             if splits > kt:
                 continue
             # stages (the filter's chunk, and the run's unless it is resident), the resident
-            # run (the split's chunks), then per column an offset and a sum, each warp's 16 x 40
-            # output block, and per row of the run a sum
+            # run (the split's chunks, each plane's), then per column an offset and a sum, each
+            # warp's 16 x 40 output block, and per row of each plane's run a sum; with phase
+            # planes, as many stages as fit
             stage = _SHIFT_TAPS * 64 * wm * 32 + (0 if where else run * 32)
-            resident = -(-kt // splits) * run * 32 if where else 0
-            smem = stages * stage + resident + tn * 12
-            smem += 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4
-            if smem + _SHIFT_STATIC_BYTES > min(_SMEM_CTA, _SMEM_SM // per_sm - 1024):
+            resident = -(-kt // splits) * run * 32 * planes if where else 0
+            rest = resident + tn * 12 + 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4 * planes
+            room = min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES - rest
+            fewest = most_stages if planes == 1 else _SHIFT_MIN_STAGES
+            stages = min(most_stages, room // stage)
+            if stages < fewest:
                 continue
+            smem = stages * stage + rest
             # waves of CTAs, times the CTAs sharing an SM, times a tile's work: as fitted to
             # the unsplit tiles' timings, and as modelled
             ctas = tiles * splits
             waves = math.ceil(ctas / (sms * per_sm)) * min(per_sm, math.ceil(ctas / sms))
             k = _SHIFT_TAPS * cgp / splits  # the split's K, bytes a row
             mma = 64 * wm * tn * k / _TENSOR_MACS_PER_CLOCK
-            loads = (64 * wm * k + run * cgp / splits) / _L2_BYTES_PER_CLOCK
-            stores = 64 * wm * tn * 4 / _L2_BYTES_PER_CLOCK
+            loads = (64 * wm * k + run * planes * image * cgp / splits) / _L2_BYTES_PER_CLOCK
+            stores = 64 * wm * tn * outputs * 4 / _L2_BYTES_PER_CLOCK
             clocks = waves * (max(mma, loads) + stores + _TILE_FIXED_CLOCKS)
             config = (wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits)
             # (a timed-only tile, forced, competes with itself alone: any weight)
@@ -674,7 +723,7 @@ def _shift_plan(
     tiles = tiles_m * tiles_n * q.g * splits
     template = (
         np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS,
-        where is not None,
+        where is not None, q.sh, q.sw,
     )  # fmt: skip
     gemm = launch(
         _SM90A_SOURCE,
@@ -685,10 +734,31 @@ def _shift_plan(
         shared_mem=smem,
         options=_SM90A_OPTIONS,
     )
-    ints = (q.n, hpad, wpad, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
+    ints = (q.n, hv, wv, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
     h, wd, ph, pw, cg, zx4, sn, sc, lo, hi = where or (0,) * 10
     args = (
         *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
         np.uint32(zx4), *(np.int64(v) for v in (sn, sc, lo, hi)), np.int32(splits),
     )  # fmt: skip
     return gemm, args, (64 * wm, tiles_m), splits > 1, best[1]
+
+
+def _virtual_grid(q: _Problem, hpad: int, wpad: int, shared_pads: bool) -> tuple[int, int]:
+    """The shifted-window GEMM's virtual pixels per image, (rows, columns): output (oh, ow) is
+    virtual pixel (oh, ow) of its image's grid, and tap (r, s) adds one shift to it.
+
+    The padded input's (Hp, Wp); or (`shared_pads`, only where the input is read where it lies:
+    each CTA writes its run, z_x first, then the image's pixels) neighbouring images and rows
+    share their pads: H + max(start, end pad) rows (and as many as the output has, at least),
+    because a tap that reaches past an image's last padded row lands in the next one's first
+    rows, which are start padding where the start pad is the larger, and end padding is just
+    as z_x; so with columns. 7 x 7 images padded by one: 8 x 8 virtual pixels instead of 9 x 9.
+    Strides of 2: each of the 2 x 2 phase planes of the padded input, ceil(Hp / 2) x ceil(Wp
+    / 2) (no sharing)."""
+    if (q.sh, q.sw) != (1, 1):
+        return -(-hpad // q.sh), -(-wpad // q.sw)
+    if not shared_pads:
+        return hpad, wpad
+    rows = max(q.h + max(q.ph, hpad - q.h - q.ph), q.oh)
+    cols = max(q.wd + max(q.pw, wpad - q.wd - q.pw), q.ow)
+    return rows, cols

@@ -73,6 +73,10 @@ class Options:
     # the shifted-window GEMM's K (channel chunks of 32) split over this many CTAs whose partial
     # sums add up in the output (None: where the planner expects its tiles to leave SMs idle)
     split_k: int | None = None
+    # the shifted-window GEMM reading the input where it lies numbers its virtual pixels with
+    # the pads shared by neighbouring rows and images (fewer of them: 8 x 8 for a 7 x 7 image
+    # padded by one, not 9 x 9): None, where its model expects that to be faster
+    shared_pads: bool | None = None
     # a constant filter's calls (`filter_cache` given), nothing above forced: the shifted-window
     # GEMM's plans are timed on the first call of each shape and the fastest kept
     tune: bool = True
@@ -288,7 +292,7 @@ def convolution_integer(
             kernel = gemm_kernel(options.tensor_cores)
             what = tensor_core(
                 x, w, out, q, kernel, options.tile, filter_cache, options.shifted,
-                options.gather, options.split_k, options.tune,
+                options.gather, options.split_k, options.shared_pads, options.tune,
             )  # fmt: skip
         elif band is not None:
             depthwise(x, w, out, q, band)

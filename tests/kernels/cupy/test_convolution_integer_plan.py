@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from dmlserve.kernels.cupy_backend._convolution_integer_gemm import padded_input_fits
 
 MIB = 1 << 20
@@ -13,3 +16,64 @@ def test_the_padded_input_copy_is_bounded() -> None:
     assert padded_input_fits(16, MIB)  # a tiny image: up to the slack
     assert not padded_input_fits(16 * 4, 60001 * 60001 * 16)  # a huge start pad
     assert not padded_input_fits(image, 3 * image)  # more than twice the image
+
+
+@pytest.mark.parametrize(
+    ("shape", "k", "strides", "dilations", "start", "end"),
+    [
+        ((3, 7, 7), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),  # 8 x 8 virtual pixels, not 9 x 9
+        ((2, 9, 7), (3, 3), (1, 1), (2, 1), (2, 0), (1, 3)),  # uneven pads, a dilation
+        ((2, 8, 8), (3, 3), (1, 1), (1, 2), (4, 3), (3, 5)),  # pads wider than the window
+        ((2, 4, 4), (3, 3), (1, 1), (1, 1), (5, 5), (5, 5)),  # pads wider than the image
+        ((2, 6, 5), (3, 3), (1, 1), (1, 1), (0, 2), (2, 0)),  # end pads only on rows
+        ((2, 5, 6), (1, 9), (1, 1), (1, 1), (0, 4), (0, 4)),  # 1 x 9
+        ((3, 10, 9), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),  # phase planes
+        ((2, 11, 8), (3, 3), (2, 2), (1, 1), (1, 0), (0, 2)),  # odd rows, uneven pads
+        ((2, 9, 10), (3, 3), (2, 1), (1, 2), (2, 1), (1, 3)),  # rows strided, a dilation
+        ((2, 7, 12), (3, 3), (1, 2), (2, 1), (0, 1), (3, 1)),  # columns strided
+        ((2, 12, 12), (3, 3), (2, 2), (2, 2), (2, 2), (2, 2)),  # even dilations: one plane
+        ((1, 5, 5), (3, 3), (2, 2), (1, 1), (4, 4), (4, 4)),  # pads wider than the image
+    ],
+)
+def test_shifted_window_addressing(
+    shape: tuple[int, int, int],
+    k: tuple[int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    start: tuple[int, int],
+    end: tuple[int, int],
+) -> None:
+    """The shifted-window GEMM's addressing, emulated: images placed in the virtual grid (one
+    run per phase plane, z_x around them) as the kernel's gather places them, each output the
+    sum over its taps' shifts of its virtual pixel, against the reference."""
+    from dmlserve.kernels import reference
+    from dmlserve.kernels.cupy_backend import _convolution_integer_gemm as gemm
+    from dmlserve.kernels.cupy_backend.convolution_integer import _Problem
+
+    n, h, wd = shape
+    c, m, zx = 3, 2, 7
+    rng = np.random.default_rng([*shape, *k, *strides, *dilations, *start, *end])
+    x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+    w = rng.integers(-128, 128, (m, c, *k)).astype(np.int8)
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    geometry = (strides, dilations, start, end, 1)
+    want = reference.convolution_integer(x, w, zx, zw, *geometry)
+    oh, ow = want.shape[2:]
+    (sh, sw), (dh, dw), (ph, pw) = strides, dilations, start
+    q = _Problem(n, c, h, wd, m, c, *k, 1, oh, ow, sh, sw, dh, dw, ph, pw, zx, zw)
+    hv, wv = gemm._virtual_grid(q, *gemm.padded_extent(q), shared_pads=True)
+    pixels = n * hv * wv
+    reach = (k[0] - 1) * dh // sh * wv + (k[1] - 1) * dw // sw
+    run = np.full((sh * sw, pixels + reach, c), zx, np.int64)  # z_x everywhere first
+    for i, j in np.ndindex(h, wd):  # then each image pixel, where the gather puts it
+        plane = (i + ph) % sh * sw + (j + pw) % sw
+        v = np.arange(n) * hv * wv + (i + ph) // sh * wv + (j + pw) // sw
+        run[plane, v] = x[:, :, i, j]
+    got = np.zeros((n, m, oh, ow), np.int64)
+    v = (np.arange(n)[:, None, None] * hv + np.arange(oh)[:, None]) * wv + np.arange(ow)
+    for r, s in np.ndindex(*k):
+        plane = r * dh % sh * sw + s * dw % sw
+        taps = run[plane, v + r * dh // sh * wv + s * dw // sw] - zx  # (n, oh, ow, c)
+        got += np.einsum("nhwc,mc->nmhw", taps, w[:, :, r, s].astype(np.int64) - zw[:, None])
+    assert oh <= hv and ow <= wv  # each output its own virtual pixel
+    np.testing.assert_array_equal(got.astype(np.uint32).view(np.int32), want)

@@ -1,8 +1,8 @@
-"""CuPy CONVOLUTION_INTEGER: the shifted-window wgmma GEMM (stride 1, nine taps, channels per
-group a multiple of 32), on a transformed input and reading an NCHW input where it lies ("gather":
-planes of H * W consecutive bytes, at any alignment), against the NumPy reference, bit-exact,
-each call asserting which of them ran. It runs on compute capability 9.0 only; elsewhere these
-shapes take the mma.sync GEMM and the tests say so."""
+"""CuPy CONVOLUTION_INTEGER: the shifted-window wgmma GEMM (nine taps, channels per group a
+multiple of 32), on a transformed input (stride 1) and reading an NCHW input where it lies
+("gather": planes of H * W consecutive bytes, at any alignment; strides of 1 or 2), against the
+NumPy reference, bit-exact, each call asserting which of them ran. It runs on compute
+capability 9.0 only; elsewhere these shapes take the mma.sync GEMM and the tests say so."""
 
 from __future__ import annotations
 
@@ -33,12 +33,19 @@ def _tiles() -> list[tuple[int, int, int]]:
     return [(wm, wn, bn) for wm, wn, bn, *_ in gemm.SHIFT_TILES]
 
 
-def _options(tile: tuple[int, int, int] | None = None, gather: bool = True) -> Any:
-    """A forced tile runs unsplit (the plain stores); the planner may split K otherwise."""
+def _options(
+    tile: tuple[int, int, int] | None = None, gather: bool = True, shared: bool | None = None
+) -> Any:
+    """A forced tile runs unsplit (the plain stores); the planner may split K otherwise.
+    `shared`: the virtual pixels' pads shared (None: as the planner chooses)."""
     options = launcher("convolution_integer").Options
     if tile is None:
-        return options(gather=gather)
-    return options(shifted=tile, gather=gather, split_k=1)
+        return options(gather=gather, shared_pads=shared)
+    return options(shifted=tile, gather=gather, split_k=1, shared_pads=shared)
+
+
+# (input read in place, pads shared): the transformed input never shares them
+GRIDS = [(True, False), (True, True), (False, None)]
 
 
 @pytest.mark.parametrize("gather", [True, False])
@@ -55,7 +62,7 @@ def test_signedness_and_zero_points(xt: Any, wt: Any, zp_mode: str, gather: bool
     assert what == _expected(gather)
 
 
-@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize(("gather", "shared"), GRIDS)
 @pytest.mark.parametrize("tile", _tiles())
 @pytest.mark.parametrize(
     ("shape", "k", "dilations", "start", "end", "groups"),
@@ -79,12 +86,13 @@ def test_tiles_and_geometry(
     end: tuple[int, int],
     groups: int,
     gather: bool,
+    shared: bool | None,
 ) -> None:
     n, c, h, wd, m = shape
     rng = np.random.default_rng([*shape, *tile])
     x = random_int8(rng, (n, c, h, wd), np.uint8)
     w = random_int8(rng, (m, c // groups, *k), np.int8)
-    options = _options(tile, gather)
+    options = _options(tile, gather, shared)
     for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
         what = check(x, w, 128, zw, (1, 1), dilations, start, end, groups, options=options)
         assert what == _expected(gather)
@@ -160,13 +168,15 @@ def test_unaligned_planes(
 
     w = random_int8(rng, (40, c, 3, 3), np.int8)
     zw = zero_points(rng, "channel", np.int8, 40)
-    options = launcher("convolution_integer").Options(shifted=tile, gather=True, split_k=split)
+    options = launcher("convolution_integer").Options(
+        shifted=tile, gather=True, split_k=split, shared_pads=True
+    )
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
     what = check(x, w, random_zero_point(rng, np.uint8), zw, *geometry, view=view, options=options)
     assert what == _expected(gathered=True)
 
 
-@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize(("gather", "shared"), GRIDS)
 @pytest.mark.parametrize(
     ("shape", "m", "dilations", "start", "end", "groups"),
     [
@@ -179,6 +189,7 @@ def test_unaligned_planes(
         ((1, 32, 4, 4), 32, (1, 1), (5, 5), (5, 5), 1),  # padding wider than the image
         ((2, 64, 8, 8), 40, (1, 1), (1, 1), (1, 1), 1),  # two chunks: CTAs start at either
         ((1, 64, 1, 36), 48, (1, 1), (1, 1), (1, 1), 1),  # one-row planes
+        ((2, 32, 9, 7), 32, (1, 1), (0, 2), (2, 0), 1),  # end pads on rows, start on columns
     ],
 )
 def test_gathered_inputs(
@@ -189,9 +200,11 @@ def test_gathered_inputs(
     end: tuple[int, int],
     groups: int,
     gather: bool,
+    shared: bool | None,
 ) -> None:
     """The GEMM reading an NCHW input where it lies: the z_x frame, padded channels and runs
-    across images come out as from the transformed input, for every zero-point mode."""
+    across images come out as from the transformed input, for every zero-point mode, with the
+    virtual pixels' pads shared by neighbouring rows and images or not."""
     rng = np.random.default_rng([*shape, m, groups])
     x = random_int8(rng, shape, np.uint8)
     w = random_int8(rng, (m, shape[1] // groups, 3, 3), np.int8)
@@ -199,7 +212,7 @@ def test_gathered_inputs(
         zx = 0 if zp_mode == "none" else random_zero_point(rng, np.uint8)
         zw = zero_points(rng, zp_mode, np.int8, m)
         geometry = ((1, 1), dilations, start, end, groups)
-        what = check(x, w, zx, zw, *geometry, options=_options(gather=gather))
+        what = check(x, w, zx, zw, *geometry, options=_options(gather=gather, shared=shared))
         assert what == _expected(gather)
 
 
@@ -333,17 +346,120 @@ def test_split_k_beyond_the_chunks_takes_the_other_gemm() -> None:
 
 
 @pytest.mark.parametrize(
-    ("c", "strides", "k"),
-    [(48, (1, 1), (3, 3)), (64, (2, 2), (3, 3)), (64, (1, 1), (2, 2)), (64, (1, 1), (5, 5))],
+    ("c", "strides", "k", "gather"),
+    [
+        (48, (1, 1), (3, 3), True),
+        (64, (2, 2), (3, 3), False),  # strides of 2 on a transformed input
+        (64, (3, 3), (3, 3), True),
+        (64, (1, 1), (2, 2), True),
+        (64, (1, 1), (5, 5), True),
+    ],
 )
-def test_shapes_that_take_the_other_gemm(c: int, strides: tuple[int, int], k: Any) -> None:
-    """Channels per group not a multiple of 32, strides, other tap counts: the tap-by-tap GEMM."""
+def test_shapes_that_take_the_other_gemm(
+    c: int, strides: tuple[int, int], k: Any, gather: bool
+) -> None:
+    """Channels per group not a multiple of 32, strides of 2 on the transformed input or past
+    2, other tap counts: the tap-by-tap GEMM."""
     rng = np.random.default_rng(c + strides[0] + k[0])
     x = random_int8(rng, (2, c, 10, 10), np.uint8)
     w = random_int8(rng, (32, c, *k), np.int8)
     zw = np.zeros(32, np.int32)
-    what = check(x, w, 128, zw, strides, (1, 1), (1, 1), (1, 1), 1, options=_options())
+    what = check(x, w, 128, zw, strides, (1, 1), (1, 1), (1, 1), 1, options=_options(gather=gather))
     assert what in ("wgmma", "mma_sync")
+
+
+@pytest.mark.parametrize("tile", _tiles())
+@pytest.mark.parametrize(
+    ("shape", "m", "strides", "dilations", "start", "end", "groups"),
+    [
+        ((2, 32, 28, 28), 128, (2, 2), (1, 1), (1, 1), (1, 1), 1),  # ResNet-like
+        ((3, 32, 11, 9), 40, (2, 2), (1, 1), (1, 0), (0, 2), 1),  # odd sizes, uneven pads
+        ((2, 96, 13, 10), 72, (2, 1), (1, 2), (2, 1), (1, 3), 1),  # rows strided, a dilation
+        ((2, 64, 9, 14), 48, (1, 2), (2, 1), (0, 1), (3, 1), 1),  # columns strided
+        ((2, 64, 12, 12), 200, (2, 2), (2, 2), (2, 2), (2, 2), 2),  # even dilations, groups
+        ((12, 32, 5, 5), 32, (2, 2), (1, 1), (1, 1), (1, 1), 1),  # runs across many images
+        ((1, 32, 5, 6), 32, (2, 2), (1, 1), (4, 4), (4, 4), 1),  # pads wider than the image
+    ],
+)
+def test_strides_of_two(
+    tile: tuple[int, int, int],
+    shape: tuple[int, int, int, int],
+    m: int,
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    start: tuple[int, int],
+    end: tuple[int, int],
+    groups: int,
+) -> None:
+    """Strides of 2, the input read where it lies: each tap a shift within one of the padded
+    input's phase planes, every tile (the first two shapes' runs fit each tile's shared memory
+    with one channel chunk), both zero-point forms of the filter."""
+    rng = np.random.default_rng([*shape, m, *strides, *tile])
+    x = random_int8(rng, shape, np.uint8)
+    w = random_int8(rng, (m, shape[1] // groups, 3, 3), np.int8)
+    geometry = (strides, dilations, start, end, groups)
+    for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
+        what = check(x, w, 131, zw, *geometry, options=_options(tile))
+        assert what == _expected(gathered=True)
+
+
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize("split", [1, 2, 3])
+def test_strides_of_two_split_and_persistent(
+    xt: Any, wt: Any, split: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strides of 2 with K split (three chunks: splits of one and two), every signedness pair,
+    on one SM: each CTA gathers run after run of phase planes."""
+    gemm = launcher("_convolution_integer_gemm")
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), split, 14])
+    x = random_int8(rng, (3, 96, 15, 13), xt)
+    w = random_int8(rng, (72, 96, 3, 3), wt)
+    zw = zero_points(rng, "channel", wt, 72)
+    options = launcher("convolution_integer").Options(gather=True, split_k=split)
+    gemm._plan.cache_clear()  # plans made with the real SM count would be reused
+    monkeypatch.setattr(gemm, "sm_count", lambda: 1)
+    try:
+        geometry = ((2, 2), (1, 1), (1, 1), (1, 1), 1)
+        what = check(x, w, random_zero_point(rng, xt), zw, *geometry, options=options)
+    finally:
+        gemm._plan.cache_clear()
+    assert what == _expected(gathered=True)
+
+
+def test_strided_registration_may_keep_the_tap_by_tap_gemm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With strides of 2 the plans timed include the tap-by-tap GEMM on the transformed input,
+    and a registration keeps it where it is the fastest (a made-up clock)."""
+    import cupy
+
+    from dmlserve.kernels import reference
+
+    if _expected() != "wgmma_shift":
+        pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
+    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    timed: list[str] = []
+
+    def clock(plan: Any, *args: Any) -> float:
+        timed.append(plan.kernel)
+        return 1.0 if plan.kernel == "wgmma" else 2.0
+
+    monkeypatch.setattr(gemm, "_plan_ms", clock)
+    rng = np.random.default_rng(25)
+    w = cupy.asarray(random_int8(rng, (64, 64, 3, 3), np.int8))
+    x = random_int8(rng, (2, 64, 12, 12), np.uint8)
+    cache: dict[Any, Any] = {}
+    geometry = ((2, 2), (1, 1), (1, 1), (1, 1), 1)
+    zw = np.zeros(64, np.int32)
+    want = reference.convolution_integer(x, cupy.asnumpy(w), 9, zw, *geometry)
+    for _ in range(2):
+        ran: list[Any] = []
+        got = conv.convolution_integer(
+            cupy.asarray(x), w, 9, zw, *geometry, conv.Options(), ran, filter_cache=cache
+        )
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+        assert ran == ["wgmma"]
+    assert timed.count("wgmma") == 1 and "wgmma_shift_gather" in timed
 
 
 def test_option_keeps_the_tap_by_tap_gemm() -> None:
@@ -489,7 +605,7 @@ def test_every_plan_a_registration_may_keep(
     monkeypatch.setattr(gemm, "_plan_ms", lambda plan, *args: 1.0)  # the model's plan kept
     _registered(conv, x, w, zx, zw, first)
     (key,) = keys
-    plans = list(gemm._shift_candidates(key, gemm._plan(*key, None, True, None, None)))
+    plans = list(gemm._shift_candidates(key, gemm._plan(*key, None, True, None, None, None)))
     assert len(plans) > 10
     (shape,) = first["tuned"]
     for choice, target in plans:
