@@ -949,5 +949,7 @@ DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, true, 2, 2);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, true, 2, 2);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2);
+DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1);
 #undef DML_WS_INST
 #endif

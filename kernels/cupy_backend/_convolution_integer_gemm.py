@@ -76,7 +76,7 @@ WGMMA_TILES: tuple[tuple[int, int, int, int, float], ...] = (
 # (sharing the filter tile) measured slower than these on every layer, and are not offered.
 # 224 pixels: 28 x 28 layers' tiles fill the SMs more evenly than 256, and so do 56 x 56 layers'
 # 64-row tiles two CTAs an SM (64 @56, batch 32: 31.3 µs against 33.5 with 256 pixels; timed,
-# not yet fitted).
+# not yet fitted). 64 pixels: small batches' tiles spread over more SMs without K splits.
 SHIFT_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
     (2, 1, 256, 4, 1, 1.0),
     (2, 1, 224, 4, 1, 1.0),
@@ -84,6 +84,8 @@ SHIFT_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
     (1, 1, 128, 4, 2, 0.9),
     (1, 1, 256, 3, 2, 0.9),
     (1, 1, 224, 3, 2, 0.0),
+    (2, 1, 64, 4, 1, 0.0),
+    (1, 1, 64, 4, 2, 0.0),
 )
 _SHIFT_TAPS = 9
 # Its strides: 1, or 2 on the input read where it lies (each tap a shift within one of the
