@@ -355,7 +355,8 @@ __global__ void __launch_bounds__(BM * 2)
 }
 
 // ------------------------------------------------------------------------------------------
-// The shifted-window GEMM: stride 1, one channel chunk of every tap per stage.
+// The shifted-window GEMM: one channel chunk of every tap per stage (strides of 1; of 2 through
+// phase planes, below).
 //
 // With unit strides, output pixel (n, oh, ow) reads tap (r, s) at padded pixel
 // (n, oh + r dh, ow + s dw). Number the padded input's pixels (n Hp + h) Wp + w and give output

@@ -480,7 +480,9 @@ def _plan_ms(
     return gpu_ms(run, _TUNE_RUNS)
 
 
-@functools.lru_cache(maxsize=512)
+# (a registration's timing makes ~100 plans a shape, for up to `_TUNED_SHAPES` shapes: room
+# for them without evicting the plans calls run)
+@functools.lru_cache(maxsize=2048)
 def _plan(
     device: int,  # the compiled kernels and the SM count are the current device's
     geometry: tuple[int, ...],
@@ -755,8 +757,8 @@ def _virtual_grid(q: _Problem, hpad: int, wpad: int, shared_pads: bool) -> tuple
     because a tap that reaches past an image's last padded row lands in the next one's first
     rows, which are start padding where the start pad is the larger, and end padding is just
     as z_x; so with columns. 7 x 7 images padded by one: 8 x 8 virtual pixels instead of 9 x 9.
-    Strides of 2: each of the 2 x 2 phase planes of the padded input, ceil(Hp / 2) x ceil(Wp
-    / 2) (no sharing)."""
+    Strides of 2 (along either axis or both): each of the padded input's phase planes, ceil(Hp
+    / SH) x ceil(Wp / SW) (no sharing)."""
     if (q.sh, q.sw) != (1, 1):
         return -(-hpad // q.sh), -(-wpad // q.sw)
     if not shared_pads:

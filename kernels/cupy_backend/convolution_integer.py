@@ -61,10 +61,10 @@ class Options:
     depthwise_dp4a: bool = True  # band kernel: dp4a tap rows where they apply (else multiply-adds)
     pointwise: bool = True  # "auto" (no forced GEMM or tile) runs 1x1 shapes it fits there
     grouped: bool = True  # "auto" (no forced GEMM or tile) runs 3x3 groups of 8-32 channels there
-    # wgmma GEMM without a forced tile: its shifted-window form where the shape allows (stride
-    # 1, 9 taps, channels per group a multiple of 32); a tuple (warpgroups along M, along N,
-    # pixels per warpgroup) forces one of its tiles where the shape allows it and the tile's
-    # stages fit shared memory (else the tap-by-tap GEMM runs)
+    # wgmma GEMM without a forced tile: its shifted-window form where the shape allows (9 taps,
+    # channels per group a multiple of 32, stride 1 or, reading the input in place, 2); a tuple
+    # (warpgroups along M, along N, pixels per warpgroup) forces one of its tiles where the
+    # shape allows it and the tile's stages fit shared memory (else the tap-by-tap GEMM runs)
     shifted: bool | tuple[int, int, int] = True
     # the shifted-window GEMM reads an NCHW input where it lies, not a transformed copy, where
     # its planes allow (H * W consecutive bytes each): None, where its model expects that to be
