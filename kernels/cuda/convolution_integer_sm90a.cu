@@ -579,7 +579,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     for (int e = 0; e < BN / 2; ++e) acc[e] = 0;
     wg::fence_operands(acc);
 
-#pragma unroll
+#pragma unroll 1  // one copy of the (cold) loading code here, one in the loop
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < items) load_item(s);
         conv::cp_async_commit();
@@ -870,44 +870,52 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 zw[h] = ZW ? static_cast<unsigned>(w_zp[m]) : 0u;
             }
             int* const out_rows = out + static_cast<long long>(g * Mg + row0) * P;
-#pragma unroll
+            // One copy of the store code for every block of 32 columns (the kernel runs once
+            // per tile on most grids: its code is fetched cold, so its size is time): the loop
+            // over the blocks is not unrolled, and each block's fragments are picked by a
+            // compare chain, since register indices must be constants.
+#pragma unroll 1
             for (int ch = 0; ch < BN / 32; ++ch) {
 #pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
-                    const int col = 8 * jj + 2 * (lane & 3);
-                    int2 xs = make_int2(0, 0);
-                    if constexpr (ZW) {
-                        xs = *reinterpret_cast<const int2*>(xs_sum + wn * BN + 32 * ch + col);
-                    }
+                for (int cc = 0; cc < BN / 32; ++cc) {
+                    if (cc != ch) continue;
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int e = 4 * (4 * ch + jj) + 2 * h;
-                        const unsigned v0 = static_cast<unsigned>(acc[e]) + bm[h] -
-                                            zw[h] * static_cast<unsigned>(xs.x);
-                        const unsigned v1 = static_cast<unsigned>(acc[e + 1]) + bm[h] -
-                                            zw[h] * static_cast<unsigned>(xs.y);
-                        *reinterpret_cast<int2*>(wst + ((lane >> 2) + 8 * h) * EPI_PITCH + col) =
-                            make_int2(static_cast<int>(v0), static_cast<int>(v1));
+                    for (int jj = 0; jj < 4; ++jj) {
+                        const int col = 8 * jj + 2 * (lane & 3);
+                        int2 xs = make_int2(0, 0);
+                        if constexpr (ZW) {
+                            xs = *reinterpret_cast<const int2*>(xs_sum + wn * BN + 32 * cc + col);
+                        }
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int e = 4 * (4 * cc + jj) + 2 * h;
+                            const unsigned v0 = static_cast<unsigned>(acc[e]) + bm[h] -
+                                                zw[h] * static_cast<unsigned>(xs.x);
+                            const unsigned v1 = static_cast<unsigned>(acc[e + 1]) + bm[h] -
+                                                zw[h] * static_cast<unsigned>(xs.y);
+                            *reinterpret_cast<int2*>(wst + ((lane >> 2) + 8 * h) * EPI_PITCH +
+                                                     col) =
+                                make_int2(static_cast<int>(v0), static_cast<int>(v1));
+                        }
                     }
                 }
                 __syncwarp();
                 const long long off = col_off[wn * BN + 32 * ch + lane];
                 if (off >= 0) {
+                    // the column's 16 words first, all in flight together, then its stores
+                    int v[16];
+#pragma unroll
+                    for (int r = 0; r < 16; ++r) v[r] = wst[r * EPI_PITCH + lane];
                     int* o = out_rows + off;
                     if (splits == 1) {
-#pragma unroll 4
+#pragma unroll
                         for (int r = 0; r < 16; ++r) {
-                            if (r < rows) {
-                                o[static_cast<long long>(r) * P] = wst[r * EPI_PITCH + lane];
-                            }
+                            if (r < rows) o[static_cast<long long>(r) * P] = v[r];
                         }
                     } else {  // the splits' partial sums meet in the zeroed output (mod 2^32)
-#pragma unroll 4
+#pragma unroll
                         for (int r = 0; r < 16; ++r) {
-                            if (r < rows) {
-                                atomicAdd(o + static_cast<long long>(r) * P,
-                                          wst[r * EPI_PITCH + lane]);
-                            }
+                            if (r < rows) atomicAdd(o + static_cast<long long>(r) * P, v[r]);
                         }
                     }
                 }
