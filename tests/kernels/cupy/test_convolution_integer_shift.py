@@ -181,6 +181,7 @@ def test_unaligned_planes(
     ("shape", "m", "dilations", "start", "end", "groups"),
     [
         ((12, 64, 4, 4), 40, (1, 1), (1, 1), (1, 1), 1),  # each run spans many images
+        ((40, 32, 3, 3), 32, (1, 1), (1, 1), (1, 1), 1),  # more images a run than a pass takes
         ((2, 20, 8, 8), 24, (1, 1), (1, 1), (1, 1), 1),  # 20 channels: 12 padded ones are z_x
         ((2, 48, 8, 10), 40, (1, 1), (1, 1), (1, 1), 2),  # groups of 24 channels
         ((2, 32, 12, 10), 36, (2, 1), (2, 0), (1, 3), 1),  # dilation, uneven padding
