@@ -91,7 +91,7 @@ def _patched(source: str) -> str:
         " chunk\n"
     )
     swap(published, published + "            stamp(2);\n")
-    first = "            if (kc == 0) {  // where each column's output goes"
+    first = "            const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;"
     swap(first, "            if (kc == 0) stamp(3);\n" + first)
     epilogue = "        wg::wait<0>();\n        // ---- the tile's epilogue"
     swap(epilogue, epilogue.replace("// ----", "stamp(5);\n        // ----"))

@@ -529,26 +529,35 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         return NPL == 1 ? tap_off[t] : (tap_off[t] >> 24) * L + (tap_off[t] & 0xFFFFFF);
     };
 
-    int items = 0;  // (tile, chunk) pairs of this CTA's stream
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        items += wg::shift_tile(tile, tiles_m, splits, tiles_n, KT).nk;
+    // (tile, chunk) pairs of this CTA's stream (each tile's decoding takes integer divisions,
+    // dependent ones: where K is not split, every tile has all KT chunks)
+    int items = 0;
+    if (splits == 1) {
+        items = (tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                static_cast<int>(gridDim.x) * KT;
+    } else {
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            items += wg::shift_tile(tile, tiles_m, splits, tiles_n, KT).nk;
+        }
     }
 
-    // The producer side: item (tile, chunk) -> one stage; advanced item by item.
+    // The producer side: item (tile, chunk) -> one stage; advanced item by item, the tile
+    // decoded once per tile.
     int ld_tile = blockIdx.x;
     int ld_kc = 0;
+    wg::ShiftTile lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
     // CTAs start their split's channel chunks at different places (the sums do not care about
     // the order), so that the SMs do not all ask L2 for the same filter bytes at the same
-    // moment: chunk kc of a tile is its split's (kc + blockIdx.x) % nk-th.
-    auto rotated = [](int kc, int nk) { return (kc + static_cast<int>(blockIdx.x) % nk) % nk; };
+    // moment: chunk kc of a tile is its split's (kc + blockIdx.x) % nk-th (rot: blockIdx.x % nk).
+    auto rotated = [](int kc, int nk, int rot) { return kc + rot < nk ? kc + rot : kc + rot - nk; };
+    int ld_rot = static_cast<int>(blockIdx.x) % lt.nk;
     auto load_item = [&](int stage) {
         const unsigned a_base = smem_base + stage * stage_bytes;
         const unsigned b_base = a_base + A_BYTES;
-        const wg::ShiftTile lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
         const int tm = lt.tm;
         const int tn = lt.tn;
         const int g = lt.g;
-        const int chunk = lt.kb + rotated(ld_kc, lt.nk);
+        const int chunk = lt.kb + rotated(ld_kc, lt.nk, ld_rot);
         // The filter lies as the stages want it (the prep's shifted-window layout): one
         // item's A is A_BYTES consecutive bytes.
         const unsigned char* a_src =
@@ -571,6 +580,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         if (++ld_kc == lt.nk) {
             ld_kc = 0;
             ld_tile += gridDim.x;
+            if (ld_tile < tiles) {
+                lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
+                ld_rot = static_cast<int>(blockIdx.x) % lt.nk;
+            }
         }
     };
 
@@ -591,7 +604,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     const bool word_planes = ((reinterpret_cast<size_t>(xn) | xs_n | xs_c) & 3) == 0;
     auto gather = [&](const wg::ShiftTile& ct, long long v0) {
         const int blocks = 2 * ct.nk;  // the split's 16-channel blocks
-        for (long long n = v0 / HWp; n < N && n * HWp < v0 + L; ++n) {
+        for (long long n = static_cast<int>(v0) / static_cast<int>(HWp); n < N && n * HWp < v0 + L;
+             ++n) {
             const long long base = n * HWp;
             const int ra = static_cast<int>((v0 > base ? v0 : base) - base);
             const int rb = static_cast<int>((v0 + L < base + HWp ? v0 + L : base + HWp) - base);
@@ -748,6 +762,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         const int tn = ct.tn;
         const int g = ct.g;
         const long long v0 = static_cast<long long>(tn) * TN;
+        const int rot = static_cast<int>(blockIdx.x) % ct.nk;
         if constexpr (GATHER) {
             // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
             // z_x over the split's run: the frame, padded channels, pixels past the input.
@@ -769,25 +784,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // complete once its barrier is
             if (!GATHER || kc == 0) __syncthreads();
 
-            if (kc == 0) {  // where each column's output goes (-1: a dropped virtual pixel)
-                for (int c = tid; c < TN; c += THREADS) {
-                    const long long v = v0 + c;
-                    long long off = -1;
-                    if (v < pixels_in) {
-                        const long long n = v / HWp;
-                        const int rem = static_cast<int>(v - n * HWp);
-                        const int oh = rem / Wp;
-                        const int ow = rem - oh * Wp;
-                        if (oh < OH && ow < OW) off = n * M * P + oh * OW + ow;
-                    }
-                    col_off[c] = off;
-                }
-            }
-
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
             // the stage's filter chunk is the CTA's rotated one (see load_item); so is the run's
             const unsigned b_base =
-                GATHER ? run_base + rotated(kc, ct.nk) * NPL * L * 32 : a_base + A_BYTES;
+                GATHER ? run_base + rotated(kc, ct.nk, rot) * NPL * L * 32 : a_base + A_BYTES;
             wg::fence();
 #pragma unroll
             for (int t = 0; t < TAPS; ++t) {
@@ -800,6 +800,23 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);
             }
             wg::commit();
+            if (kc == 0) {  // where each column's output goes (-1: a dropped virtual pixel),
+                            // while the tile's first MMAs run (virtual pixels fit 31 bits)
+                for (int c = tid; c < TN; c += THREADS) {
+                    const int v = static_cast<int>(v0) + c;
+                    long long off = -1;
+                    if (v < pixels_in) {
+                        const int n = v / static_cast<int>(HWp);
+                        const int rem = v - n * static_cast<int>(HWp);
+                        const int oh = rem / Wp;
+                        const int ow = rem - oh * Wp;
+                        if (oh < OH && ow < OW) {
+                            off = static_cast<long long>(n) * M * P + oh * OW + ow;
+                        }
+                    }
+                    col_off[c] = off;
+                }
+            }
             // The stage refilled now was last read by the MMAs of item it - 1: each warpgroup
             // waits for its own (item it's stay in flight, so that the tensor cores go on from
             // item to item), then for the others; STAGES - 1 items are in flight while the
