@@ -428,9 +428,15 @@ __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
 
 namespace wg {
 // Tile `tile` of the shifted-window GEMM: BM-row block tm (fastest), K split sp, pixel block tn,
-// group g; and the split's channel chunks [kb, kb + nk) of KT.
+// group g; and the split's channel chunks [kb, kb + nk) of KT. CTAs start their split's chunks
+// at different places (the sums do not care about the order), so that the SMs do not all ask
+// L2 for the same filter bytes at the same moment: chunk kc of the tile is its split's
+// chunk(kc) = (kc + rot) % nk-th, rot = blockIdx.x % nk.
 struct ShiftTile {
-    int tm, sp, tn, g, kb, nk;
+    int tm, sp, tn, g, kb, nk, rot;
+    __device__ __forceinline__ int chunk(int kc) const {
+        return kc + rot < nk ? kc + rot : kc + rot - nk;
+    }
 };
 __device__ __forceinline__ ShiftTile shift_tile(int tile, int tiles_m, int splits, int tiles_n,
                                                 int KT) {
@@ -443,6 +449,7 @@ __device__ __forceinline__ ShiftTile shift_tile(int tile, int tiles_m, int split
     t.g = rest / tiles_n;
     t.kb = t.sp * KT / splits;
     t.nk = (t.sp + 1) * KT / splits - t.kb;
+    t.rot = static_cast<int>(blockIdx.x) % t.nk;
     return t;
 }
 
@@ -520,13 +527,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         const int s = (t % S) * dil_w;
         tap_off[t] = (r / SH) * Wp + s / SW + (((r % SH) * SW + s % SW) << 24);
     }
-    // tap t's first row in a chunk's run (16-byte rows: [plane][k16 half][L]), and in the
-    // per-plane row sums ([plane][L])
-    auto tap_row = [&](int t) {
-        return NPL == 1 ? tap_off[t] : (tap_off[t] >> 24) * 2 * L + (tap_off[t] & 0xFFFFFF);
-    };
-    auto tap_sum_row = [&](int t) {
-        return NPL == 1 ? tap_off[t] : (tap_off[t] >> 24) * L + (tap_off[t] & 0xFFFFFF);
+    // tap t's first row where each plane takes plane_rows rows: in a chunk's run (16-byte
+    // rows [plane][k16 half][L]: 2 L) and in the per-plane row sums ([plane][L]: L)
+    auto tap_row = [&](int t, int plane_rows) {
+        return NPL == 1 ? tap_off[t] : (tap_off[t] >> 24) * plane_rows + (tap_off[t] & 0xFFFFFF);
     };
 
     // (tile, chunk) pairs of this CTA's stream (each tile's decoding takes integer divisions,
@@ -546,18 +550,13 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     int ld_tile = blockIdx.x;
     int ld_kc = 0;
     wg::ShiftTile lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
-    // CTAs start their split's channel chunks at different places (the sums do not care about
-    // the order), so that the SMs do not all ask L2 for the same filter bytes at the same
-    // moment: chunk kc of a tile is its split's (kc + blockIdx.x) % nk-th (rot: blockIdx.x % nk).
-    auto rotated = [](int kc, int nk, int rot) { return kc + rot < nk ? kc + rot : kc + rot - nk; };
-    int ld_rot = static_cast<int>(blockIdx.x) % lt.nk;
     auto load_item = [&](int stage) {
         const unsigned a_base = smem_base + stage * stage_bytes;
         const unsigned b_base = a_base + A_BYTES;
         const int tm = lt.tm;
         const int tn = lt.tn;
         const int g = lt.g;
-        const int chunk = lt.kb + rotated(ld_kc, lt.nk, ld_rot);
+        const int chunk = lt.kb + lt.chunk(ld_kc);
         // The filter lies as the stages want it (the prep's shifted-window layout): one
         // item's A is A_BYTES consecutive bytes.
         const unsigned char* a_src =
@@ -580,10 +579,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         if (++ld_kc == lt.nk) {
             ld_kc = 0;
             ld_tile += gridDim.x;
-            if (ld_tile < tiles) {
-                lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
-                ld_rot = static_cast<int>(blockIdx.x) % lt.nk;
-            }
+            if (ld_tile < tiles) lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
         }
     };
 
@@ -762,7 +758,6 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         const int tn = ct.tn;
         const int g = ct.g;
         const long long v0 = static_cast<long long>(tn) * TN;
-        const int rot = static_cast<int>(blockIdx.x) % ct.nk;
         if constexpr (GATHER) {
             // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
             // z_x over the split's run: the frame, padded channels, pixels past the input.
@@ -787,14 +782,14 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
             // the stage's filter chunk is the CTA's rotated one (see load_item); so is the run's
             const unsigned b_base =
-                GATHER ? run_base + rotated(kc, ct.nk, rot) * NPL * L * 32 : a_base + A_BYTES;
+                GATHER ? run_base + ct.chunk(kc) * NPL * L * 32 : a_base + A_BYTES;
             wg::fence();
 #pragma unroll
             for (int t = 0; t < TAPS; ++t) {
                 const unsigned long long da =
                     wg::desc_plain(a_base + (t * 2 * BM + wm * 64) * 16, BM * 16, 128);
                 const unsigned long long db =
-                    wg::desc_plain(b_base + (tap_row(t) + wn * BN) * 16, L * 16, 128);
+                    wg::desc_plain(b_base + (tap_row(t, 2 * L) + wn * BN) * 16, L * 16, 128);
                 // a tile's first MMA overwrites the last tile's sums: no zeroing copies, which
                 // would make the compiler wait for every MMA before the loop's back edge
                 wg::mma<BN, WS, XS>(acc, da, db, t == 0 && kc == 0 ? 0 : 1);
@@ -859,7 +854,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 unsigned v = 0u;
 #pragma unroll
                 for (int t = 0; t < TAPS; ++t) {
-                    v += static_cast<unsigned>(row_sum[c + tap_sum_row(t)]);
+                    v += static_cast<unsigned>(row_sum[c + tap_row(t, L)]);
                 }
                 xs_sum[c] = static_cast<int>(v);
             }
