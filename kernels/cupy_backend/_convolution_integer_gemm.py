@@ -103,8 +103,9 @@ _SHIFT_MAX_VIRTUAL = 4
 # Its epilogue's shared block per warp: 16 rows of EPI_PITCH = 40 ints.
 _SHIFT_EPI_BYTES = 16 * 40 * 4
 # Its static shared memory: a barrier of 8 bytes per stage, the dynamic block after them
-# 16-byte aligned (at most 8 stages).
+# 16-byte aligned (at most 8 stages); of which the kernel starts its own on 128 bytes.
 _SHIFT_STATIC_BYTES = 64
+_SHIFT_ALIGN = 128
 # K splits it may take (each split's partial sums are added into a zeroed output): only where a
 # model of a tile's time (the MMAs at the tensor rate or the operands' L2 -> shared bytes,
 # whichever is longer, then its output, then a fixed part), over the waves of CTAs, expects 10%
@@ -691,11 +692,12 @@ def _shift_plan(
                 continue
             # stages (the filter's chunk, and the run's unless it is resident), the resident
             # run (the split's chunks, each plane's), then per column an offset and a sum, each
-            # warp's 16 x 40 output block, and per row of each plane's run a sum; with phase
-            # planes, as many stages as fit
+            # warp's 16 x 40 output block, and per row of each plane's run a sum, and room to
+            # align them; with phase planes, as many stages as fit
             stage = _SHIFT_TAPS * 64 * wm * 32 + (0 if where else run * 32)
             resident = -(-kt // splits) * run * 32 * planes if where else 0
             rest = resident + tn * 12 + 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4 * planes
+            rest += _SHIFT_ALIGN
             room = min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES - rest
             fewest = most_stages if planes == 1 else _SHIFT_MIN_STAGES
             stages = min(most_stages, room // stage)
