@@ -625,7 +625,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 xn + n * xs_n + (static_cast<long long>(ct.g) * Cg + 32 * ct.kb) * xs_c;
             const int c_left = Cg - 32 * ct.kb;  // channels at and past it are z_x
             // the virtual pixel of image n's first (padded) pixel, relative to the run
-            const long long p_img = base - v0;
+            // (in 32 bits, as every virtual pixel's number)
+            const int p_img = static_cast<int>(base - v0);
             // item (blk, jw)'s 16 words (in[q][b]: channel 4 q + b of the 16-channel block blk,
             // pixels 4 jw ..), transposed to 4 pixels of 16 channels, each stored where its
             // virtual pixel lies in the run
@@ -633,25 +634,26 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 unsigned t[4][4];  // t[q][b]: channels 4 q .. 4 q + 3 of pixel b
 #pragma unroll
                 for (int q = 0; q < 4; ++q) conv::transpose4(in[q], t[q]);
+                // (unsigned: no sign to handle in the divisions)
                 int pos = 4 * jw;
-                int h = pos / W;
-                int w = pos - h * W;
+                unsigned h = static_cast<unsigned>(pos) / static_cast<unsigned>(W);
+                unsigned w = static_cast<unsigned>(pos) - h * static_cast<unsigned>(W);
                 // the block's rows: its chunk's, then its k16 half's (of each plane)
                 const unsigned rows = run_base + ((blk >> 1) * 2 * NPL + (blk & 1)) * L * 16;
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
-                    const int hp = h + ph;  // padded
-                    const int wq = w + pw;
-                    const int p = static_cast<int>(p_img + (hp / SH) * Wp + wq / SW);
+                    const unsigned hp = h + ph;  // padded
+                    const unsigned wq = w + pw;
+                    const int p = p_img + static_cast<int>((hp / SH) * Wp + wq / SW);
                     if (pos >= pa && pos < pb && (NPL == 1 || (p >= 0 && p < L))) {
-                        const int plane = (hp % SH) * SW + wq % SW;
+                        const int plane = static_cast<int>((hp % SH) * SW + wq % SW);
                         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
                                          rows + (plane * 2 * L + p) * 16),
                                      "r"(t[0][b]), "r"(t[1][b]), "r"(t[2][b]), "r"(t[3][b])
                                      : "memory");
                     }
                     ++pos;
-                    if (++w == W) {
+                    if (++w == static_cast<unsigned>(W)) {
                         w = 0;
                         ++h;
                     }
@@ -696,12 +698,20 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                         const int i = i0 + u * THREADS;
                         const Item t = item(i);
                         ok[u] = i < items && (all_inside || inside(t.a0, min(t.cl, 16), after));
+                        if (ok[u] && t.cl >= 16) {  // every channel: one pointer step apart
+                            const unsigned char* a = t.a0;
 #pragma unroll
-                        for (int c = 0; c < 16; ++c) {
-                            in[u][c >> 2][c & 3] =
-                                ok[u] && c < t.cl
-                                    ? __ldg(reinterpret_cast<const unsigned*>(t.a0 + c * xs_c))
-                                    : zx4;
+                            for (int c = 0; c < 16; ++c, a += xs_c) {
+                                in[u][c >> 2][c & 3] = __ldg(reinterpret_cast<const unsigned*>(a));
+                            }
+                        } else {
+#pragma unroll
+                            for (int c = 0; c < 16; ++c) {
+                                in[u][c >> 2][c & 3] =
+                                    ok[u] && c < t.cl ? __ldg(reinterpret_cast<const unsigned*>(
+                                                            t.a0 + c * xs_c))
+                                                      : zx4;
+                            }
                         }
                     }
 #pragma unroll
