@@ -659,17 +659,33 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     }
                 }
             };
-            // Item i: 16-channel block blk and word jw (block-major), the channels of the
-            // block that exist (cl), its first channel's word at a0.
+            // Item i: 16-channel block blk and word jw (block-major: i = blk words + jw - ja),
+            // the channels of the block that exist (cl), its first channel's word at a0. A
+            // thread's items, from tid on THREADS apart, are walked as (blk, jw - ja) without
+            // a division an item: sb blocks and sj words a step.
             struct Item {
                 int blk, jw, cl;
                 const unsigned char* a0;
             };
-            auto item = [&](int i) {
-                const int blk = i / words;
-                const int jw = ja + i - blk * words;
-                return Item{blk, jw, c_left - blk * 16, xi + blk * 16 * xs_c + 4 * jw};
+            struct Walk {
+                int blk, j;
             };
+            const int sb = THREADS / words;
+            const int sj = THREADS - sb * words;
+            auto step = [&](Walk k) {
+                k.blk += sb;
+                k.j += sj;
+                if (k.j >= words) {
+                    k.j -= words;
+                    ++k.blk;
+                }
+                return k;
+            };
+            auto at = [&](Walk k) {
+                const int jw = ja + k.j;
+                return Item{k.blk, jw, c_left - k.blk * 16, xi + k.blk * 16 * xs_c + 4 * jw};
+            };
+            const Walk first{tid / words, tid - tid / words * words};
             // Whether every byte that the words' loads touch (from `before` bytes before
             // each word to `after` bytes on) in channels [0, cl) from a0 lies in the input's
             // span [span_lo, span_hi) from xn: for every item of the image at once, else item
@@ -690,13 +706,17 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // load each; else the two aligned words around it, shifted together.
             if (word_planes) {
                 constexpr int GI = 2;  // items a thread at a time
+                Walk k = first;
                 for (int i0 = tid; i0 < items; i0 += GI * THREADS) {
                     unsigned in[GI][4][4];
                     bool ok[GI];
+                    Walk ks[GI];
 #pragma unroll
                     for (int u = 0; u < GI; ++u) {
                         const int i = i0 + u * THREADS;
-                        const Item t = item(i);
+                        ks[u] = k;
+                        k = step(k);
+                        const Item t = at(ks[u]);
                         ok[u] = i < items && (all_inside || inside(t.a0, min(t.cl, 16), after));
                         if (ok[u] && t.cl >= 16) {  // every channel: one pointer step apart
                             const unsigned char* a = t.a0;
@@ -716,13 +736,13 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     }
 #pragma unroll
                     for (int u = 0; u < GI; ++u) {
-                        const Item t = item(i0 + u * THREADS);
-                        if (ok[u]) put(in[u], t.blk, t.jw);
+                        if (ok[u]) put(in[u], ks[u].blk, ja + ks[u].j);
                     }
                 }
             } else {
-                for (int i = tid; i < items; i += THREADS) {
-                    const Item t = item(i);
+                Walk k = first;
+                for (int i = tid; i < items; i += THREADS, k = step(k)) {
+                    const Item t = at(k);
                     const bool ok = all_inside || inside(t.a0, min(t.cl, 16), after);
                     unsigned in[4][4], hi[16];
 #pragma unroll
@@ -744,8 +764,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             }
             // The few words at the span's ends (the first plane's first, the last plane's
             // last), byte by byte: only the plane's pixels are read.
-            for (int i = all_inside ? items : tid; i < items; i += THREADS) {
-                const Item t = item(i);
+            Walk k = first;
+            for (int i = all_inside ? items : tid; i < items; i += THREADS, k = step(k)) {
+                const Item t = at(k);
                 if (inside(t.a0, min(t.cl, 16), after)) continue;
                 unsigned in[4][4];
 #pragma unroll
