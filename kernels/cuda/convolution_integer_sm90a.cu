@@ -487,8 +487,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     static_assert((SH == 1 || SH == 2) && (SW == 1 || SW == 2) && (GATHER || NPL == 1), "strides");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
-    // The block from a 128-byte boundary (the planner adds the 128 bytes): where it followed 48
-    // bytes of static barriers instead of 32, the MMA phase measured up to 30% longer.
+    // The block from a 128-byte boundary (the planner reserves the up to 112 bytes skipped): a
+    // block starting 16 bytes later than it does after 32 bytes of barriers made the MMA phase
+    // up to 30% longer.
     const unsigned smem_base = (conv::smem_addr(smem_raw) + 127u) & ~127u;
     unsigned char* const smem = smem_raw + (smem_base - conv::smem_addr(smem_raw));
     const int KT = Cgp >> 5;  // channel chunks of 32
@@ -755,8 +756,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     }
 #pragma unroll
                     for (int c = 0; c < 16; ++c) {
-                        const size_t at = reinterpret_cast<size_t>(t.a0 + c * xs_c);
-                        const int lead = static_cast<int>(at & 3);
+                        const size_t addr = reinterpret_cast<size_t>(t.a0 + c * xs_c);
+                        const int lead = static_cast<int>(addr & 3);
                         in[c >> 2][c & 3] = __funnelshift_r(in[c >> 2][c & 3], hi[c], 8 * lead);
                     }
                     if (ok) put(in, t.blk, t.jw);
@@ -814,7 +815,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             if (!GATHER || kc == 0) __syncthreads();
 
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
-            // the stage's filter chunk is the CTA's rotated one (see load_item); so is the run's
+            // the stage's filter chunk is the CTA's rotated one (see ShiftTile); so is the run's
             const unsigned b_base =
                 GATHER ? run_base + ct.chunk(kc) * NPL * L * 32 : a_base + A_BYTES;
             wg::fence();

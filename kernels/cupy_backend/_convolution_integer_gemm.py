@@ -103,7 +103,8 @@ _SHIFT_MAX_VIRTUAL = 4
 # Its epilogue's shared block per warp: 16 rows of EPI_PITCH = 40 ints.
 _SHIFT_EPI_BYTES = 16 * 40 * 4
 # Its static shared memory: a barrier of 8 bytes per stage, the dynamic block after them
-# 16-byte aligned (at most 8 stages); of which the kernel starts its own on 128 bytes.
+# 16-byte aligned (at most 8 stages); the kernel rounds its start up to 128 bytes, skipping up to
+# 112 (reserved by `_SHIFT_ALIGN`).
 _SHIFT_STATIC_BYTES = 64
 _SHIFT_ALIGN = 128
 # K splits it may take (each split's partial sums are added into a zeroed output): only where a
