@@ -691,7 +691,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // each word to `after` bytes on) in channels [0, cl) from a0 lies in the input's
             // span [span_lo, span_hi) from xn: for every item of the image at once, else item
             // by item.
-            const int items = words * blocks;
+            const int image_items = words * blocks;
             const int before = word_planes ? 0 : 3;
             const int after = word_planes ? 4 : 8;
             auto inside = [&](const unsigned char* a0, int cl, int after_bytes) {
@@ -708,7 +708,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             if (word_planes) {
                 constexpr int GI = 2;  // items a thread at a time
                 Walk k = first;
-                for (int i0 = tid; i0 < items; i0 += GI * THREADS) {
+                for (int i0 = tid; i0 < image_items; i0 += GI * THREADS) {
                     unsigned in[GI][4][4];
                     bool ok[GI];
                     Walk ks[GI];
@@ -718,7 +718,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                         ks[u] = k;
                         k = step(k);
                         const Item t = at(ks[u]);
-                        ok[u] = i < items && (all_inside || inside(t.a0, min(t.cl, 16), after));
+                        ok[u] = i < image_items &&
+                                (all_inside || inside(t.a0, min(t.cl, 16), after));
                         if (ok[u] && t.cl >= 16) {  // every channel: one pointer step apart
                             const unsigned char* a = t.a0;
 #pragma unroll
@@ -742,7 +743,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 }
             } else {
                 Walk k = first;
-                for (int i = tid; i < items; i += THREADS, k = step(k)) {
+                for (int i = tid; i < image_items; i += THREADS, k = step(k)) {
                     const Item t = at(k);
                     const bool ok = all_inside || inside(t.a0, min(t.cl, 16), after);
                     unsigned in[4][4], hi[16];
@@ -766,7 +767,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // The few words at the span's ends (the first plane's first, the last plane's
             // last), byte by byte: only the plane's pixels are read.
             Walk k = first;
-            for (int i = all_inside ? items : tid; i < items; i += THREADS, k = step(k)) {
+            for (int i = all_inside ? image_items : tid; i < image_items;
+                 i += THREADS, k = step(k)) {
                 const Item t = at(k);
                 if (inside(t.a0, min(t.cl, 16), after)) continue;
                 unsigned in[4][4];
