@@ -219,16 +219,21 @@ def test_gathered_inputs(
 
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("width", [600, 601])
-def test_gathered_rows_wider_than_the_threads(width: int, shared: bool) -> None:
+@pytest.mark.parametrize(("channels", "strides"), [(32, (1, 1)), (20, (1, 1)), (20, (2, 2))])
+def test_gathered_rows_wider_than_the_threads(
+    width: int, shared: bool, channels: int, strides: tuple[int, int]
+) -> None:
     """Rows so wide that an image's words in a run outnumber the CTA's threads: each thread
     walks several words of a block, and of the next blocks, read in place from planes on words
-    (600) and not (601). The input transformed would not fit shared memory."""
-    rng = np.random.default_rng(width)
-    x = random_int8(rng, (1, 32, 3, width), np.uint8)
-    w = random_int8(rng, (32, 32, 3, 3), np.int8)
+    (600) and not (601); with every channel of a 16-channel block there (32) or the last block
+    partly padding (20), at unit strides or through phase planes. The input transformed would
+    not fit shared memory."""
+    rng = np.random.default_rng([width, channels, *strides])
+    x = random_int8(rng, (1, channels, 3, width), np.uint8)
+    w = random_int8(rng, (32, channels, 3, 3), np.int8)
     zx = random_zero_point(rng, np.uint8)
     zw = zero_points(rng, "channel", np.int8, 32)
-    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    geometry = (strides, (1, 1), (1, 1), (1, 1), 1)
     what = check(x, w, zx, zw, *geometry, options=_options(gather=True, shared=shared))
     assert what == _expected(gathered=True)
 
