@@ -1,8 +1,9 @@
 """The floor under the shifted-window GEMM's epilogue: how long the GPU takes to write the int32
 output of the 3x3 128->128 @28 layer at batch 32 (12.8 MB) from 129 CTAs of 256 threads, with
-nothing else to do: each CTA writing a contiguous block (4-byte stores, then 16-byte stores), and
-in the epilogue's own pattern (a warp storing 32 consecutive virtual pixels of one output row,
-rows of 30 virtual pixels of which 28 are outputs, 16 channel rows one after the other). Each
+nothing else to do: each CTA writing a contiguous block (4-byte stores, then 16-byte stores), in
+the epilogue's own pattern (a warp storing 32 consecutive virtual pixels of one output row,
+rows of 30 virtual pixels of which 28 are outputs, 16 channel rows one after the other), and
+the same outputs a channel row at a time (the CTA's threads on one row's 224 pixels). Each
 time includes a launch (an empty kernel's ~2 µs, `bench/conv_shift_timeline.py`).
 
 Run on a GPU, from the repository root: ``python3 bench/conv_store_floor.py``.
@@ -41,6 +42,18 @@ extern "C" __global__ void st_epilogue(int* out, int P, int M) {
         for (int r = 0; r < 16; ++r) o[(long long)r * P] = r;
     }
 }
+// the same outputs a channel row at a time: the CTA's threads on one row's 224 virtual pixels
+// (a whole tile staged in shared memory would allow this order)
+extern "C" __global__ void st_rows(int* out, int P, int M) {
+    const int t = threadIdx.x;
+    if (t >= 224) return;
+    const long long v = (long long)blockIdx.x * 224 + t;
+    const long long n = v / 900;
+    const int rem = v - n * 900, oh = rem / 30, ow = rem % 30;
+    if (n >= 32 || oh >= 28 || ow >= 28) return;
+    int* o = out + n * M * P + oh * 28 + ow;
+    for (int m = 0; m < 128; ++m) o[(long long)m * P] = m;
+}
 """
 
 
@@ -56,10 +69,11 @@ def main() -> None:
         args = (out, cupy.int32(per_cta))
         us = bench.time_ms(lambda i, k=kernel, a=args: k((129,), (256,), a), 10, 7, 3) * 1e3
         print(f"| {name} | {us:.2f} | {129 * per_cta * 4 / us / 1e6:.2f} |")
-    kernel = module.get_function("st_epilogue")
-    args = (out, cupy.int32(784), cupy.int32(128))
-    us = bench.time_ms(lambda i: kernel((129,), (256,), args), 10, 7, 3) * 1e3
-    print(f"| st_epilogue | {us:.2f} | {out.nbytes / us / 1e6:.2f} |")
+    for name in ("st_epilogue", "st_rows"):
+        kernel = module.get_function(name)
+        args = (out, cupy.int32(784), cupy.int32(128))
+        us = bench.time_ms(lambda i, k=kernel, a=args: k((129,), (256,), a), 10, 7, 3) * 1e3
+        print(f"| {name} | {us:.2f} | {out.nbytes / us / 1e6:.2f} |")
 
 
 if __name__ == "__main__":
