@@ -28,30 +28,32 @@ extern "C" __global__ void st_vec(int* out, int per_cta) {
     int4* o = reinterpret_cast<int4*>(out + (long long)blockIdx.x * per_cta);
     for (int i = threadIdx.x; i < per_cta / 4; i += blockDim.x) o[i] = make_int4(i, i, i, i);
 }
+// Channel 0's output of virtual pixel v (images of 30 x 30 virtual pixels, 28 x 28 outputs),
+// or null where v is dropped.
+__device__ int* output_of(int* out, long long v, int P, int M) {
+    const long long n = v / 900;
+    const int rem = v - n * 900, oh = rem / 30, ow = rem % 30;
+    if (n >= 32 || oh >= 28 || ow >= 28) return nullptr;
+    return out + n * M * P + oh * 28 + ow;
+}
 // 128 channel rows x 224 virtual pixels a CTA; a warp: 32 consecutive virtual pixels, 16 rows
 extern "C" __global__ void st_epilogue(int* out, int P, int M) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long long v0 = (long long)blockIdx.x * 224;
     for (int w = warp; w < 128 / 16 * 7; w += blockDim.x / 32) {
         const int rows = w / 7, piece = w % 7;
-        const long long v = v0 + piece * 32 + lane;
-        const long long n = v / 900;
-        const int rem = v - n * 900, oh = rem / 30, ow = rem % 30;
-        if (n >= 32 || oh >= 28 || ow >= 28) continue;
-        int* o = out + n * M * P + oh * 28 + ow + (long long)(rows * 16) * P;
+        int* o = output_of(out, v0 + piece * 32 + lane, P, M);
+        if (o == nullptr) continue;
+        o += (long long)(rows * 16) * P;
         for (int r = 0; r < 16; ++r) o[(long long)r * P] = r;
     }
 }
 // the same outputs a channel row at a time: the CTA's threads on one row's 224 virtual pixels
 // (a whole tile staged in shared memory would allow this order)
 extern "C" __global__ void st_rows(int* out, int P, int M) {
-    const int t = threadIdx.x;
-    if (t >= 224) return;
-    const long long v = (long long)blockIdx.x * 224 + t;
-    const long long n = v / 900;
-    const int rem = v - n * 900, oh = rem / 30, ow = rem % 30;
-    if (n >= 32 || oh >= 28 || ow >= 28) return;
-    int* o = out + n * M * P + oh * 28 + ow;
+    if (threadIdx.x >= 224) return;
+    int* o = output_of(out, (long long)blockIdx.x * 224 + threadIdx.x, P, M);
+    if (o == nullptr) return;
     for (int m = 0; m < 128; ++m) o[(long long)m * P] = m;
 }
 """
