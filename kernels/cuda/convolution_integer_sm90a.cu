@@ -416,6 +416,16 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
         ::"r"(bar), "r"(bytes), "r"(dst), "l"(src)
         : "memory");
 }
+// Programmatic dependent launch (a launch that allows it may start this grid while the grid
+// before it in the stream still runs): wait for that grid to complete and its writes to be
+// visible; let the grid after this one start (its CTAs then wait in turn). Without the
+// launch attribute both do nothing.
+__device__ __forceinline__ void wait_prior_grid() {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ void allow_next_grid() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
     asm volatile(
         "{\n.reg .pred done;\nwait_%=:\n"
@@ -592,11 +602,18 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     for (int e = 0; e < BN / 2; ++e) acc[e] = 0;
     wg::fence_operands(acc);
 
+    // Before the grid ahead in the stream completes (a dependent launch), only the prepared
+    // filter is read, which the launcher passes only once it is a registration's constant
+    // (prepared by an earlier call): so the first filter stages go out first where the input
+    // is read in place; a transformed input is the grid ahead's output.
+    if constexpr (!GATHER) wg::wait_prior_grid();
 #pragma unroll 1  // one copy of the (cold) loading code here, one in the loop
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < items) load_item(s);
         conv::cp_async_commit();
     }
+    if constexpr (GATHER) wg::wait_prior_grid();
+    wg::allow_next_grid();
     // GATHER: the image's pixels of the split's channels (its 16-channel blocks, rows at
     // run_base + block L 16) over the z_x already there: per image met by the run, the flat
     // positions [pa, pb) whose virtual pixels lie in it, in words of 4 pixels x 16 channels.

@@ -10,9 +10,11 @@ passes a structured scalar of that dtype, whose bytes CuPy hands to the kernel u
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import re
+import struct
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -254,6 +256,78 @@ class Launch(NamedTuple):
 
     def __call__(self, *args: Any) -> None:
         self.kernel(self.grid, self.block, args, shared_mem=self.shared_mem)
+
+
+# cuLaunchKernelEx's launch configuration (cuda.h: CUlaunchConfig, CUlaunchAttribute, whose
+# value is a 64-byte union) and the attribute that lets a grid start before the one ahead of
+# it in the stream completes.
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _LaunchAttribute(ctypes.Structure):
+    _fields_ = (("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("rest", ctypes.c_char * 60))  # fmt: skip
+
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = (
+        ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+        ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)),
+        ("num_attrs", ctypes.c_uint),
+    )  # fmt: skip
+
+
+@functools.cache
+def _launch_kernel_ex() -> Any:
+    """The driver's ``cuLaunchKernelEx``, or None where the driver has none."""
+    try:
+        function = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p,
+                         ctypes.c_void_p)  # fmt: skip
+    function.restype = ctypes.c_int
+    return function
+
+
+def packed_arguments(args: Sequence[Any]) -> bytes:
+    """Kernel arguments as the driver lays out a kernel's parameters: each at its natural
+    alignment, CuPy arrays as their device addresses, NumPy scalars as their bytes."""
+    packed = bytearray()
+    for arg in args:
+        if isinstance(arg, np.generic):
+            value = arg.tobytes()
+        else:  # a CuPy array
+            value = struct.pack("<Q", arg.data.ptr)
+        packed += bytes(-len(packed) % len(value)) + value
+    return bytes(packed)
+
+
+def launch_dependent(launch: Launch, *args: Any) -> bool:
+    """Launch with programmatic dependent launch allowed: the grid may start while the grid
+    ahead of it in the stream finishes, so the kernel must read and write nothing that grid
+    may write before its ``griddepcontrol.wait``. False (nothing launched) where the driver,
+    the kernel object or the launch does not allow it: the caller launches as usual."""
+    import cupy
+
+    launch_ex = _launch_kernel_ex()
+    function = getattr(launch.kernel, "kernel", None)  # cupy.RawKernel's Function
+    if launch_ex is None or function is None:
+        return False
+    packed = packed_arguments(args)
+    buffer = ctypes.create_string_buffer(packed, len(packed))
+    size = ctypes.c_size_t(len(packed))
+    # CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END
+    extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+    attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    config = _LaunchConfig(
+        (ctypes.c_uint * 3)(*launch.grid), (ctypes.c_uint * 3)(*launch.block),
+        launch.shared_mem, cupy.cuda.get_current_stream().ptr, ctypes.pointer(attribute), 1,
+    )  # fmt: skip
+    # A launch the driver refuses queued nothing: the caller's own launch then runs it (and
+    # reports any error that is not about the attribute).
+    status: int = launch_ex(ctypes.byref(config), int(function.ptr), None, extra)
+    return status == 0
 
 
 def launch(

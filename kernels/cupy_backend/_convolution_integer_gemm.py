@@ -21,6 +21,7 @@ from ._common import (
     device_zero_points,
     gpu_ms,
     launch,
+    launch_dependent,
     plane_alignment,
     sm_count,
 )
@@ -41,6 +42,8 @@ __all__ = [
 
 # "wgmma_shift_gather": the shifted-window GEMM reading the NCHW input where it lies
 Kernel = Literal["wgmma", "wgmma_shift", "wgmma_shift_gather", "mma_sync"]
+# the shifted-window GEMM, reading a transformed input or the input where it lies
+_SHIFT_KERNELS = ("wgmma_shift", "wgmma_shift_gather")
 
 _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
@@ -176,7 +179,7 @@ def _prepared_filter(
     cache: MutableMapping[Hashable, Any] | None,
     x: Any = None,
     xn: Any = None,
-) -> tuple[Any, Any, Any]:
+) -> tuple[Any, Any, Any, bool]:
     """The filter as the GEMM reads it, (M, R*S*Cgp) (with the plan's `filter_layout` = (BM,
     tiles of BM per group), BM > 0: the shifted-window GEMM's chunked layout), the per-channel
     constant of the zero-point expansion (K' z_x z_w - z_x sum w, which also depends on the
@@ -186,7 +189,8 @@ def _prepared_filter(
     With a `cache` (the filter is a constant), the first call's are kept for as long as the
     cache lives and reused by every call with the same filter and zero points; a call with
     others makes its own. A kept entry is never replaced: another thread's kernels may still
-    be reading it on their stream, and freed memory goes back to the pool for reuse."""
+    be reading it on their stream, and freed memory goes back to the pool for reuse. Last:
+    whether they are a kept entry (prepared and completed by an earlier call)."""
     import cupy
 
     layout = plan.filter_layout
@@ -200,8 +204,8 @@ def _prepared_filter(
         if x is not None:
             assert plan.prep_x is not None
             plan.prep_x(x, xn, *plan.prep_args)
-        prepared: tuple[Any, Any, Any] = hit[1]
-        return prepared
+        wp, bias, zp_dev = hit[1]
+        return wp, bias, zp_dev, True
     # Filter -> (M, R*S*Cgp) and the per-channel constant of the zero-point expansion.
     bm, tiles_m = layout
     wp = cupy.empty((q.g * tiles_m * bm if bm else q.m, plan.kp), dtype=cupy.uint8)
@@ -220,7 +224,7 @@ def _prepared_filter(
         # Other calls read it from other streams: complete before it is shared.
         cupy.cuda.get_current_stream().synchronize()
         cache.setdefault(slot, (key, (wp, bias, zp_dev)))
-    return wp, bias, zp_dev
+    return wp, bias, zp_dev, False
 
 
 def padded_input_fits(plain_bytes: int, padded_bytes: int) -> bool:
@@ -359,7 +363,7 @@ def tensor_core(
         tune
         and filter_cache is not None
         and (tile, shift, gather, split, shared_pads) == (None, True, None, None, None)
-        and plan.kernel in ("wgmma_shift", "wgmma_shift_gather")
+        and plan.kernel in _SHIFT_KERNELS
     ):
         plan = _tuned(key, plan, filter_cache, lambda p: _plan_ms(p, x, w, out, q, filter_cache))
     _run(plan, x, w, out, q, filter_cache)
@@ -378,15 +382,19 @@ def _run(
     import cupy
 
     if plan.xn_shape is None:
-        wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache)
+        wp, bias, zp_dev, kept = _prepared_filter(w, q, plan, filter_cache)
         xn = x
     else:
         xn = cupy.empty(plan.xn_shape, dtype=cupy.uint8)
-        wp, bias, zp_dev = _prepared_filter(w, q, plan, filter_cache, x, xn)
+        wp, bias, zp_dev, kept = _prepared_filter(w, q, plan, filter_cache, x, xn)
     if plan.zero_out:
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
-    plan.gemm(wp, xn, zp_dev, bias, out, *plan.gemm_args)
+    args = (wp, xn, zp_dev, bias, out, *plan.gemm_args)
+    # The shifted-window GEMM reads only its prepared filter before the grid ahead of it
+    # completes: with a kept filter it may start early (its set-up under that grid's end).
+    if not (kept and plan.kernel in _SHIFT_KERNELS and launch_dependent(plan.gemm, *args)):
+        plan.gemm(*args)
 
 
 # A kept choice: the forced (tile, input read in place, K splits, pads shared) of `_plan` (tile

@@ -691,3 +691,52 @@ def test_plan_timing_stops_at_its_budget(monkeypatch: pytest.MonkeyPatch) -> Non
     what = _registered(conv, x, w, 128, np.zeros(64, np.int32), cache)
     if _expected() != "mma_sync":
         assert [p.kernel for p in timed] == [what] and list(cache["tuned"].values()) == [None]
+
+
+@pytest.mark.parametrize("gather", [True, False])
+def test_registered_calls_chained_through_memory(
+    gather: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Registered calls queued back to back, each reading the bytes the call before it wrote
+    (its int32 output seen as the next call's uint8 input): with its filter kept, the GEMM is
+    launched to start while the grid ahead of it finishes, and must read no input before that
+    grid is done. Small images leave most SMs free, so a call that read early would see the
+    output's memory before it was written. Checked only once the whole chain has run."""
+    import cupy
+
+    from dmlserve.kernels import reference
+
+    if _expected() != "wgmma_shift":
+        pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
+    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    dependent: list[bool] = []
+    launch_dependent = gemm.launch_dependent
+
+    def counted(*args: Any) -> bool:
+        launched = bool(launch_dependent(*args))
+        dependent.append(launched)
+        return launched
+
+    monkeypatch.setattr(gemm, "launch_dependent", counted)
+    rng = np.random.default_rng(31)
+    n, c, hw, m = 4, 64, 14, 64
+    w = cupy.asarray(random_int8(rng, (m, c, 3, 3), np.int8))
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    options = conv.Options(gather=gather, tune=False)
+    cache: dict[Any, Any] = {}
+    inputs = [cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))]
+    outputs = []
+    for _ in range(8):
+        ran: list[Any] = []
+        out = conv.convolution_integer(
+            inputs[-1], w, 7, zw, *geometry, options, ran, filter_cache=cache
+        )
+        assert ran == [_expected(gather)]
+        outputs.append(out)
+        inputs.append(out.view(cupy.uint8).ravel()[: n * c * hw * hw].reshape(n, c, hw, hw))
+    w_host = cupy.asnumpy(w)
+    for x, out in zip(inputs, outputs, strict=False):
+        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *geometry)
+        np.testing.assert_array_equal(cupy.asnumpy(out), want)
+    assert dependent == [True] * 7  # every call but the first (which prepared the filter)

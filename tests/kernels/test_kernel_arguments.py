@@ -1,0 +1,36 @@
+"""The kernel argument buffer that dependent launches hand the driver: each argument at its
+natural alignment, as a kernel's parameters lie (the GPU tests launch through it)."""
+
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+
+import numpy as np
+
+from dmlserve.kernels.cupy_backend._common import packed_arguments
+
+
+def _device_array(address: int) -> SimpleNamespace:
+    """What the packing reads of a CuPy array: its device address."""
+    return SimpleNamespace(data=SimpleNamespace(ptr=address))
+
+
+def test_arguments_lie_at_their_natural_alignment() -> None:
+    args = (
+        _device_array(0x1122334455667788),
+        np.int32(-5),
+        np.int64(7),
+        np.uint32(0xFFFFFFFF),
+        np.int32(9),
+        _device_array(0x10),
+    )
+    packed = packed_arguments(args)
+    # pointer 0..8, int32 8..12, 4 bytes of padding, int64 16..24, uint32 24..28, int32
+    # 28..32, pointer 32..40
+    assert packed == struct.pack("<QiiqIiQ", 0x1122334455667788, -5, 0, 7, 0xFFFFFFFF, 9, 0x10)
+
+
+def test_scalars_after_scalars_pack_without_gaps() -> None:
+    assert packed_arguments((np.int32(1), np.uint32(2))) == struct.pack("<iI", 1, 2)
+    assert packed_arguments((np.int32(1), np.int64(2))) == struct.pack("<iiq", 1, 0, 2)
