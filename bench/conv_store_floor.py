@@ -1,13 +1,14 @@
 """The floor under the shifted-window GEMM's epilogue: how long the GPU takes to write the int32
 output of the 3x3 128->128 @28 layer at batch 32 (12.8 MB, NCHW) with nothing else to do, in
-the orders a kernel could store it. Every pattern writes every output once; each time includes
-a launch (the `empty` row: the same grid's empty kernel).
+the orders a kernel could store it. Each pattern writes every output once (the 16-byte one:
+every output that a whole aligned group of 4 holds, 98-99% of them); each time includes a
+launch (the `empty` row: an empty kernel on 129 CTAs).
 
 - contiguous blocks: each CTA one block of the flat output (4-byte, then 16-byte stores);
-- the epilogue's pattern: CTAs on tiles of 224 virtual pixels (rows of 29, 28 of them outputs:
-  the kept plan's grid), a warp on its own 16 channels, its lanes on 32 consecutive virtual
-  pixels, one channel after the other; and the same tiles with the CTA's warps on channels w,
-  w + 8, ..;
+- the epilogue's pattern: CTAs on tiles of 224 virtual pixels (rows of 30, of which 28 are
+  outputs: the kept plan's grid for this layer, its pads not shared; and rows of 29, pads
+  shared), a warp on its own 16 channels, its lanes on 32 consecutive virtual pixels, one
+  channel after the other; and the same tiles with the CTA's warps on channels w, w + 8, ..;
 - row-aligned tiles: CTAs on 224 consecutive outputs of an image (no pad columns in them), in
   the epilogue's warp order;
 - the MMA fragment's order (pixels as the MMA's M: one instruction writes 8 consecutive pixels
@@ -16,8 +17,9 @@ a launch (the `empty` row: the same grid's empty kernel).
 - bulk copies (`cp.async.bulk` shared -> global) of 7-row tiles, one 784-byte copy a channel, and
   of contiguous blocks, after the tile is written into shared memory (`fill only`: that part).
 
-Each lane's output offsets come from a table made on the host, so that no pattern pays for its
-own index arithmetic. Run on a GPU of compute capability 9.0, from the repository root:
+Each lane's output offsets come from a table made on the host (one load a lane before its
+first store, which the contiguous and bulk patterns do not pay), so that no pattern pays for
+its own index arithmetic. Run on a GPU of compute capability 9.0, from the repository root:
 ``python3 bench/conv_store_floor.py``.
 """
 
@@ -35,7 +37,7 @@ import cupy  # noqa: E402
 
 N, M, OH, OW = 32, 128, 28, 28
 P = OH * OW
-VW = 29  # virtual row: the output row and one shared pad column
+GRIDS = (30, 29)  # virtual rows: the output row and its two pad columns, or one shared
 TILE = 224
 
 SOURCE = r"""
@@ -134,17 +136,21 @@ extern "C" __global__ void bulk_block(int* out, int P) {
 
 def _tables() -> dict[str, np.ndarray]:
     """Per tile, channel 0's output offset of each of its 224 pixels (-1: none)."""
-    tiles = -(-N * VW * VW // TILE)
-    v = np.arange(tiles * TILE)
-    n, r = v // (VW * VW), v % (VW * VW)
-    oh, ow = r // VW, r % VW
-    virtual = np.where((n < N) & (oh < OH) & (ow < OW), n * M * P + oh * OW + ow, -1)
+    tables = {}
+    for vw in GRIDS:  # vw x vw virtual pixels an image
+        tiles = -(-N * vw * vw // TILE)
+        v = np.arange(tiles * TILE)
+        n, r = v // (vw * vw), v % (vw * vw)
+        oh, ow = r // vw, r % vw
+        virtual = np.where((n < N) & (oh < OH) & (ow < OW), n * M * P + oh * OW + ow, -1)
+        tables[f"virtual {vw} x {vw}"] = virtual.reshape(tiles, TILE)
     q = np.arange(N * P)  # tiles of 224 consecutive outputs of an image (the last one 112)
     n, pix = q // P, q % P
     per_image = -(-P // TILE)
     aligned = np.full((N * per_image, TILE), -1)
     aligned[n * per_image + pix // TILE, pix % TILE] = n * M * P + pix
-    return {"virtual": virtual.reshape(tiles, TILE), "row-aligned": aligned}
+    tables["row-aligned"] = aligned
+    return tables
 
 
 def _groups(table: np.ndarray) -> np.ndarray:
@@ -171,7 +177,7 @@ def main() -> None:
         return bench.time_ms(call, 10, 7, 3) * 1e3
 
     full = out.nbytes
-    rows = [("empty", 129, run("empty", 129, (out,)), full)]
+    rows = [("empty", 129, run("empty", 129, (out,)), 0)]
     per_cta = out.size // 128
     for name in ("st_scalar", "st_vec"):
         us = run(name, 128, (out, np.int32(per_cta)))
@@ -182,7 +188,7 @@ def main() -> None:
         tiles = table.shape[0]
         for name in ("st_warp16", "st_warp_strided", "st_fragment"):
             rows.append((f"{kind} tiles, {name}", tiles, run(name, tiles, (out, tab, p)), full))
-        if kind == "virtual":  # only the outputs that whole aligned groups hold
+        if kind.startswith("virtual"):  # only the outputs that whole aligned groups hold
             groups = _groups(table)
             share = int((groups >= 0).sum()) * 4 * M * 4
             kernel = module.get_function("st_vec16")
@@ -194,11 +200,13 @@ def main() -> None:
             )
     smem = 128 * 196 * 4
     for name in ("fill_only", "bulk_channels", "bulk_block"):
-        rows.append((f"7-row tiles, {name}", 128, run(name, 128, (out, p), smem), full))
+        nbytes = 0 if name == "fill_only" else full
+        rows.append((f"7-row tiles, {name}", 128, run(name, 128, (out, p), smem), nbytes))
     print("| stores | CTAs | µs a call | TB/s |")
     print("|---|---|---|---|")
     for name, grid, us, nbytes in rows:
-        print(f"| {name} | {grid} | {us:.2f} | {nbytes / us / 1e6:.2f} |")
+        rate = f"{nbytes / us / 1e6:.2f}" if nbytes else "-"
+        print(f"| {name} | {grid} | {us:.2f} | {rate} |")
 
 
 if __name__ == "__main__":
