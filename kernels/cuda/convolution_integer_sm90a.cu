@@ -602,10 +602,11 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     for (int e = 0; e < BN / 2; ++e) acc[e] = 0;
     wg::fence_operands(acc);
 
-    // Before the grid ahead in the stream completes (a dependent launch), only the prepared
-    // filter is read, which the launcher passes only once it is a registration's constant
-    // (prepared by an earlier call): so the first filter stages go out first where the input
-    // is read in place; a transformed input is the grid ahead's output.
+    // Before the grid ahead in the stream completes (a dependent launch), nothing is read or
+    // written but the prepared filter, which the launcher asks a dependent launch for only
+    // where it is a registration's constant (prepared and completed by an earlier call): so
+    // the first filter stages go out first where the input is read in place; a transformed
+    // input is the grid ahead's output.
     if constexpr (!GATHER) wg::wait_prior_grid();
 #pragma unroll 1  // one copy of the (cold) loading code here, one in the loop
     for (int s = 0; s < STAGES - 1; ++s) {

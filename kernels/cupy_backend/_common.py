@@ -292,22 +292,27 @@ def _launch_kernel_ex() -> Any:
 
 def packed_arguments(args: Sequence[Any]) -> bytes:
     """Kernel arguments as the driver lays out a kernel's parameters: each at its natural
-    alignment, CuPy arrays as their device addresses, NumPy scalars as their bytes."""
+    alignment, CuPy arrays (pointer parameters) as their device addresses, NumPy integer
+    scalars as their bytes. Anything else is refused: its size and alignment would be a
+    guess."""
     packed = bytearray()
     for arg in args:
-        if isinstance(arg, np.generic):
+        if isinstance(arg, np.integer):
             value = arg.tobytes()
-        else:  # a CuPy array
+        elif isinstance(getattr(getattr(arg, "data", None), "ptr", None), int):  # a CuPy array
             value = struct.pack("<Q", arg.data.ptr)
+        else:
+            raise TypeError(f"not a kernel argument this packing knows: {type(arg).__name__}")
         packed += bytes(-len(packed) % len(value)) + value
     return bytes(packed)
 
 
 def launch_dependent(launch: Launch, *args: Any) -> bool:
     """Launch with programmatic dependent launch allowed: the grid may start while the grid
-    ahead of it in the stream finishes, so the kernel must read and write nothing that grid
-    may write before its ``griddepcontrol.wait``. False (nothing launched) where the driver,
-    the kernel object or the launch does not allow it: the caller launches as usual."""
+    ahead of it in the stream finishes, so before its ``griddepcontrol.wait`` the kernel must
+    read nothing that grid may write and write nothing that grid may read or write. False
+    (nothing launched) where the driver, the kernel object or the launch does not allow it:
+    the caller launches as usual."""
     import cupy
 
     launch_ex = _launch_kernel_ex()

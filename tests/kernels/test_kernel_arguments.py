@@ -7,6 +7,7 @@ import struct
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from dmlserve.kernels.cupy_backend._common import packed_arguments
 
@@ -34,3 +35,9 @@ def test_arguments_lie_at_their_natural_alignment() -> None:
 def test_scalars_after_scalars_pack_without_gaps() -> None:
     assert packed_arguments((np.int32(1), np.uint32(2))) == struct.pack("<iI", 1, 2)
     assert packed_arguments((np.int32(1), np.int64(2))) == struct.pack("<iiq", 1, 0, 2)
+
+
+@pytest.mark.parametrize("arg", [3, 2.5, np.float32(1.0), "x"])
+def test_arguments_of_unknown_layout_are_refused(arg: object) -> None:
+    with pytest.raises(TypeError, match="not a kernel argument"):
+        packed_arguments((np.int32(1), arg))

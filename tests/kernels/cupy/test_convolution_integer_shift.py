@@ -698,10 +698,14 @@ def test_registered_calls_chained_through_memory(
     gather: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Registered calls queued back to back, each reading the bytes the call before it wrote
-    (its int32 output seen as the next call's uint8 input): with its filter kept, the GEMM is
-    launched to start while the grid ahead of it finishes, and must read no input before that
-    grid is done. Small images leave most SMs free, so a call that read early would see the
-    output's memory before it was written. Checked only once the whole chain has run."""
+    (its int32 output seen as the next call's uint8 input), checked once the whole chain has
+    run. With its filter kept, the GEMM is launched to start while the grid ahead of it
+    finishes, and must read no input before that grid is done. K unsplit, so that no memset
+    stands between two GEMMs, and the chain queued behind a GPU-side wait, so that the calls
+    meet on the GPU back to back however slowly the host issues them; the small images leave
+    most SMs free, so a GEMM that read early would see its input before it was written. Where
+    the input is transformed, the transform runs between the GEMMs and the chain checks the
+    results only."""
     import cupy
 
     from dmlserve.kernels import reference
@@ -723,11 +727,12 @@ def test_registered_calls_chained_through_memory(
     w = cupy.asarray(random_int8(rng, (m, c, 3, 3), np.int8))
     zw = rng.integers(-128, 128, m).astype(np.int32)
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
-    options = conv.Options(gather=gather, tune=False)
+    options = conv.Options(gather=gather, tune=False, split_k=1)
     cache: dict[Any, Any] = {}
     inputs = [cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))]
     outputs = []
-    for _ in range(8):
+    spin = launcher("_common").launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
+    for call in range(8):
         ran: list[Any] = []
         out = conv.convolution_integer(
             inputs[-1], w, 7, zw, *geometry, options, ran, filter_cache=cache
@@ -735,6 +740,9 @@ def test_registered_calls_chained_through_memory(
         assert ran == [_expected(gather)]
         outputs.append(out)
         inputs.append(out.view(cupy.uint8).ravel()[: n * c * hw * hw].reshape(n, c, hw, hw))
+        if call == 0:  # the filter is kept now; the rest of the chain waits on the GPU
+            cupy.cuda.Device().synchronize()
+            spin(np.int64(30_000_000))
     w_host = cupy.asnumpy(w)
     for x, out in zip(inputs, outputs, strict=False):
         want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *geometry)
