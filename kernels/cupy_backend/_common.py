@@ -290,11 +290,11 @@ def _launch_kernel_ex() -> Any:
     return function
 
 
-def packed_arguments(args: Sequence[Any]) -> bytes:
+def packed_arguments(args: Sequence[Any], start: int = 0) -> bytes:
     """Kernel arguments as the driver lays out a kernel's parameters: each at its natural
     alignment, CuPy arrays (pointer parameters) as their device addresses, NumPy integer
-    scalars as their bytes. Anything else is refused: its size and alignment would be a
-    guess."""
+    scalars as their bytes; `start`: the offset of the first among the parameters. Anything
+    else is refused: its size and alignment would be a guess."""
     packed = bytearray()
     for arg in args:
         if isinstance(arg, np.integer):
@@ -303,36 +303,58 @@ def packed_arguments(args: Sequence[Any]) -> bytes:
             value = struct.pack("<Q", arg.data.ptr)
         else:
             raise TypeError(f"not a kernel argument this packing knows: {type(arg).__name__}")
-        packed += bytes(-len(packed) % len(value)) + value
+        packed += bytes(-(start + len(packed)) % len(value)) + value
     return bytes(packed)
 
 
-def launch_dependent(launch: Launch, *args: Any) -> bool:
-    """Launch with programmatic dependent launch allowed: the grid may start while the grid
-    ahead of it in the stream finishes, so before its ``griddepcontrol.wait`` the kernel must
-    read nothing that grid may write and write nothing that grid may read or write. False
-    (nothing launched) where the driver, the kernel object or the launch does not allow it:
-    the caller launches as usual."""
-    import cupy
+class DependentLaunch:
+    """A launch with programmatic dependent launch allowed (``cuLaunchKernelEx``): the grid may
+    start while the grid ahead of it in the stream finishes, so before its
+    ``griddepcontrol.wait`` the kernel must read nothing that grid may write and write nothing
+    that grid may read or write.
 
-    launch_ex = _launch_kernel_ex()
-    function = getattr(launch.kernel, "kernel", None)  # cupy.RawKernel's Function
-    if launch_ex is None or function is None:
-        return False
-    packed = packed_arguments(args)
-    buffer = ctypes.create_string_buffer(packed, len(packed))
-    size = ctypes.c_size_t(len(packed))
-    # CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END
-    extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
-    attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
-    config = _LaunchConfig(
-        (ctypes.c_uint * 3)(*launch.grid), (ctypes.c_uint * 3)(*launch.block),
-        launch.shared_mem, cupy.cuda.get_current_stream().ptr, ctypes.pointer(attribute), 1,
-    )  # fmt: skip
-    # A launch the driver refuses queued nothing: the caller's own launch then runs it (and
-    # reports any error that is not about the attribute).
-    status: int = launch_ex(ctypes.byref(config), int(function.ptr), None, extra)
-    return status == 0
+    The kernel takes `arrays` device arrays first, then the plan's `scalars`, packed here once
+    (packing them a call would cost more host time than the launch); a call packs the arrays'
+    addresses before them. Nothing is shared between calls but read-only state, so threads may
+    call at once.
+    """
+
+    def __init__(self, launch: Launch, scalars: Sequence[Any], arrays: int) -> None:
+        self._function = getattr(launch.kernel, "kernel", None)  # cupy.RawKernel's Function
+        self._arrays = arrays
+        self._scalars = packed_arguments(scalars, start=8 * arrays)
+        self._grid = (ctypes.c_uint * 3)(*launch.grid)
+        self._block = (ctypes.c_uint * 3)(*launch.block)
+        self._shared_mem = launch.shared_mem
+        self._attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+
+    def arguments(self, *arrays: Any) -> bytes:
+        """The parameter buffer of a call on `arrays`."""
+        if len(arrays) != self._arrays:
+            raise TypeError(f"{self._arrays} device arrays expected, got {len(arrays)}")
+        return packed_arguments(arrays) + self._scalars
+
+    def __call__(self, *arrays: Any) -> bool:
+        """Launch on `arrays` on the current stream; False (nothing launched) where the driver,
+        the kernel object or the launch does not allow it: the caller launches as usual."""
+        import cupy
+
+        launch_ex = _launch_kernel_ex()
+        if launch_ex is None or self._function is None:
+            return False
+        packed = self.arguments(*arrays)
+        buffer = ctypes.create_string_buffer(packed, len(packed))
+        size = ctypes.c_size_t(len(packed))
+        # CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END
+        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+        config = _LaunchConfig(
+            self._grid, self._block, self._shared_mem, cupy.cuda.get_current_stream().ptr,
+            ctypes.pointer(self._attribute), 1,
+        )  # fmt: skip
+        # A launch the driver refuses queued nothing: the caller's own launch then runs it (and
+        # reports any error that is not about the attribute).
+        status: int = launch_ex(ctypes.byref(config), int(self._function.ptr), None, extra)
+        return status == 0
 
 
 def launch(

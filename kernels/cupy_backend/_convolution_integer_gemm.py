@@ -16,12 +16,12 @@ import numpy as np
 from ..wire import buffer_extent
 from ._common import (
     GRID_YZ_LIMIT,
+    DependentLaunch,
     Launch,
     contiguous_planes,
     device_zero_points,
     gpu_ms,
     launch,
-    launch_dependent,
     plane_alignment,
     sm_count,
 )
@@ -280,6 +280,19 @@ class _GemmPlan:
     prep_xw: Launch | None  # both preps in one launch (where the input is transformed)
     prep_xw_args: tuple[Any, ...]  # after prep_x's, the sizes, and prep_w's four arrays
 
+    @functools.cached_property
+    def gemm_dependent(self) -> DependentLaunch | None:
+        """The GEMM's launch as a programmatic dependent, where the kernel allows it: the
+        shifted-window GEMM reads nothing but its prepared filter before the grid ahead of it
+        completes (not a field: plans compare by their fields)."""
+        if self.kernel not in _SHIFT_KERNELS:
+            return None
+        return DependentLaunch(self.gemm, self.gemm_args, arrays=_GEMM_ARRAYS)
+
+
+# the GEMMs' leading arguments: filter, input, zero points, bias, out
+_GEMM_ARRAYS = 5
+
 
 def _preps(
     q: _Problem,
@@ -390,11 +403,12 @@ def _run(
     if plan.zero_out:
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
-    args = (wp, xn, zp_dev, bias, out, *plan.gemm_args)
-    # The shifted-window GEMM reads only its prepared filter before the grid ahead of it
-    # completes: with a kept filter it may start early (its set-up under that grid's end).
-    if not (kept and plan.kernel in _SHIFT_KERNELS and launch_dependent(plan.gemm, *args)):
-        plan.gemm(*args)
+    arrays = (wp, xn, zp_dev, bias, out)
+    # With a kept filter (all a dependent reads early) the GEMM may start under the end of the
+    # grid ahead of it.
+    dependent = plan.gemm_dependent if kept else None
+    if dependent is None or not dependent(*arrays):
+        plan.gemm(*arrays, *plan.gemm_args)
 
 
 # A kept choice: the forced (tile, input read in place, K splits, pads shared) of `_plan` (tile

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dmlserve.kernels.cupy_backend._common import packed_arguments
+from dmlserve.kernels.cupy_backend._common import DependentLaunch, Launch, packed_arguments
 
 
 def _device_array(address: int) -> SimpleNamespace:
@@ -41,3 +41,13 @@ def test_scalars_after_scalars_pack_without_gaps() -> None:
 def test_arguments_of_unknown_layout_are_refused(arg: object) -> None:
     with pytest.raises(TypeError, match="not a kernel argument"):
         packed_arguments((np.int32(1), arg))
+
+
+def test_scalars_packed_once_lie_where_a_whole_packing_puts_them() -> None:
+    """A dependent launch packs its scalars once, after its arrays: the same bytes as packing
+    every argument at each call."""
+    scalars = (np.int32(3), np.int64(-4), np.uint32(5), np.int32(6), np.int64(7))
+    arrays = (_device_array(0x100), _device_array(0x200), _device_array(0x300))
+    for count in (1, 3):
+        launch = DependentLaunch(Launch(None, (1, 1, 1)), scalars, arrays=count)
+        assert launch.arguments(*arrays[:count]) == packed_arguments((*arrays[:count], *scalars))

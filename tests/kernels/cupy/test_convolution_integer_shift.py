@@ -712,16 +712,16 @@ def test_registered_calls_chained_through_memory(
 
     if _expected() != "wgmma_shift":
         pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
-    gemm, conv = launcher("_convolution_integer_gemm"), launcher("convolution_integer")
+    common, conv = launcher("_common"), launcher("convolution_integer")
     dependent: list[bool] = []
-    launch_dependent = gemm.launch_dependent
+    launch_dependent = common.DependentLaunch.__call__
 
-    def counted(*args: Any) -> bool:
-        launched = bool(launch_dependent(*args))
+    def counted(self: Any, *arrays: Any) -> bool:
+        launched = bool(launch_dependent(self, *arrays))
         dependent.append(launched)
         return launched
 
-    monkeypatch.setattr(gemm, "launch_dependent", counted)
+    monkeypatch.setattr(common.DependentLaunch, "__call__", counted)
     rng = np.random.default_rng(31)
     n, c, hw, m = 4, 64, 14, 64
     w = cupy.asarray(random_int8(rng, (m, c, 3, 3), np.int8))
@@ -731,7 +731,7 @@ def test_registered_calls_chained_through_memory(
     cache: dict[Any, Any] = {}
     inputs = [cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))]
     outputs = []
-    spin = launcher("_common").launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
+    spin = common.launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
     for call in range(8):
         ran: list[Any] = []
         out = conv.convolution_integer(
