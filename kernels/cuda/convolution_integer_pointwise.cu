@@ -73,6 +73,149 @@ __device__ __forceinline__ void pw_stage(unsigned stage, const unsigned char* xi
     }
 }
 
+// The CTA's 64 filter rows of output-channel chunk `mc` (rows of w_row bytes at `dst`), zeros
+// past M and past C rounded up to 16.
+__device__ __forceinline__ void pw_filter_rows(unsigned dst, const unsigned char* w, int ldw,
+                                               int mc, int M, int row_chunks, int c16,
+                                               int w_row) {
+    for (int k = threadIdx.x; k < 64 * row_chunks; k += PW_WARPS * 32) {
+        const int row = k / row_chunks;
+        const int chunk = k - row * row_chunks;
+        const int m = mc * 64 + row;
+        const bool in = m < M && chunk < c16;
+        const unsigned char* src = in ? w + static_cast<long long>(m) * ldw + 16 * chunk : w;
+        conv::cp_async16(dst + row * w_row + 16 * chunk, src, in ? 16 : 0);
+    }
+}
+
+// Filter row m's zero point (0 past M).
+__device__ __forceinline__ unsigned pw_row_zw(const int* __restrict__ w_zp, int zw_all, int m,
+                                              int M) {
+    return m >= M ? 0u : static_cast<unsigned>(zw_all == conv::PER_CHANNEL ? w_zp[m] : zw_all);
+}
+
+// A filter row's constant terms: C z_x z_w - z_x sum w (mod 2^32).
+__device__ __forceinline__ unsigned pw_row_bias(int C, int x_zp, unsigned zw, int w_sum) {
+    const unsigned zx = static_cast<unsigned>(x_zp);
+    return static_cast<unsigned>(C) * zx * zw - zx * static_cast<unsigned>(w_sum);
+}
+
+// Per filter row of chunk `mc` (4 threads a row, 256 threads): its constant terms into bias_s
+// and its zero point into zw_s.
+template <bool WS>
+__device__ __forceinline__ void pw_row_constants(const unsigned char* w_s, int w_row,
+                                                 int row_chunks, int mc, int M, int C,
+                                                 int x_zp, int zw_all,
+                                                 const int* __restrict__ w_zp, int* bias_s,
+                                                 int* zw_s) {
+    const int row = threadIdx.x >> 2;
+    int sum = 0;
+    for (int chunk = threadIdx.x & 3; chunk < row_chunks; chunk += 4) {
+        const uint4 v = *reinterpret_cast<const uint4*>(w_s + row * w_row + 16 * chunk);
+        sum = conv::byte_sum<WS>(v.x, conv::byte_sum<WS>(v.y, sum));
+        sum = conv::byte_sum<WS>(v.z, conv::byte_sum<WS>(v.w, sum));
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((threadIdx.x & 3) == 0) {
+        const unsigned zw = pw_row_zw(w_zp, zw_all, mc * 64 + row, M);
+        bias_s[row] = static_cast<int>(pw_row_bias(C, x_zp, zw, sum));
+        zw_s[row] = static_cast<int>(zw);
+    }
+}
+
+// One step of 32 channels: the lane's words of the step's tile (`tile`: the stage plus the
+// lane's offset) transposed into B fragments, summed into xsum where `sum`, and the MMAs of the
+// warp's m-tiles against the filter rows' step (`a_addr`: the lane's ldmatrix address of it).
+// ROWS: the A fragments' bytes summed too, rows g and g + 8 of each m-tile into wsum (the lane's
+// 8 of each row's 32; the 4 lanes of a group hold all of them).
+template <bool WS, bool XS, bool ROWS>
+__device__ __forceinline__ void pw_step(int (&acc)[PW_MT][4][4], int (&xsum)[4], bool sum,
+                                        int (&wsum)[PW_MT][2], const unsigned char* tile,
+                                        unsigned a_addr, int w_row) {
+    unsigned lo[4], hi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        lo[i] = *reinterpret_cast<const unsigned*>(tile + i * PW_PIXELS);
+        hi[i] = *reinterpret_cast<const unsigned*>(tile + (16 + i) * PW_PIXELS);
+    }
+    unsigned b0[4], b1[4];
+    conv::transpose4(lo, b0);
+    conv::transpose4(hi, b1);
+    if (sum) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            xsum[j] = conv::byte_sum<XS>(b1[j], conv::byte_sum<XS>(b0[j], xsum[j]));
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < PW_MT; ++mt) {
+        unsigned a[4];
+        conv::ldmatrix_x4(a, a_addr + mt * 16 * w_row);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) conv::mma_k32<WS, XS>(acc[mt][j], a, b0[j], b1[j]);
+        if constexpr (ROWS) {  // a[0], a[2]: row g at k 4t.. and 16 + 4t..; a[1], a[3]: g + 8
+            wsum[mt][0] = conv::byte_sum<WS>(a[2], conv::byte_sum<WS>(a[0], wsum[mt][0]));
+            wsum[mt][1] = conv::byte_sum<WS>(a[3], conv::byte_sum<WS>(a[1], wsum[mt][1]));
+        }
+    }
+}
+
+// The lane stores pixels 8t .. 8t+3 (accumulators 0 / 2 of instances j) and 8t+4 .. 8t+7
+// (1 / 3): the sums of x of lanes 8t and 8t+4's groups, summed over their t, into sa and sb.
+__device__ __forceinline__ void pw_pixel_sums(int (&xsum)[4], int (&sa)[4], int (&sb)[4]) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 1);
+        xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 2);
+        sa[j] = __shfl_sync(0xffffffffu, xsum[j], 8 * t);
+        sb[j] = __shfl_sync(0xffffffffu, xsum[j], 8 * t + 4);
+    }
+}
+
+// Output rows g and g + 8 of m-tile mt, the lane's 8 pixels of each, the rows' constant terms
+// `bias` and zero points `zw` applied, into `staged` (rows of `ld` ints, a multiple of 4;
+// `row0`: the staged row of the m-tile's row 0); only the first `pixels` (a multiple of 4) of
+// each row.
+template <bool ZW>
+__device__ __forceinline__ void pw_stage_out(const int (&acc)[PW_MT][4][4], int mt, int row0,
+                                             const unsigned (&bias)[2], const unsigned (&zw)[2],
+                                             const int (&sa)[4], const int (&sb)[4],
+                                             int* staged, int ld, int pixels) {
+    const int lane = threadIdx.x & 31;
+    const int g = lane >> 2;
+    const int col = 32 * (threadIdx.x >> 5) + 8 * (lane & 3);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const unsigned b = bias[half];
+        const unsigned z = ZW ? zw[half] : 0u;
+        int v[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v[j] = static_cast<int>(static_cast<unsigned>(acc[mt][j][2 * half]) -
+                                    z * static_cast<unsigned>(sa[j]) + b);
+            v[4 + j] = static_cast<int>(static_cast<unsigned>(acc[mt][j][2 * half + 1]) -
+                                        z * static_cast<unsigned>(sb[j]) + b);
+        }
+        int* dst = staged + (row0 + g + 8 * half) * ld + col;
+        if (col < pixels) *reinterpret_cast<int4*>(dst) = make_int4(v[0], v[1], v[2], v[3]);
+        if (col + 4 < pixels) *reinterpret_cast<int4*>(dst + 4) = make_int4(v[4], v[5], v[6], v[7]);
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void pw_zero(int (&acc)[N][4][4]) {
+#pragma unroll
+    for (int mt = 0; mt < N; ++mt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0;
+        }
+    }
+}
+
 // x (N, C, HW) bytes with pixel stride 1 and 4-byte aligned words (HW, xs_c, xs_n multiples of
 // 4; VEC16: of 16, and the planes 16-byte aligned); w (M, ldw) filter rows, 16-byte aligned,
 // ldw a multiple of 16 >= C rounded up to 16 (bytes past C are read only where C % 16 != 0 and
@@ -102,35 +245,21 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     const unsigned char* xi = x + img * xs_n;
     const int ksteps = (C + 31) >> 5;
     const int w_row = ksteps * 32 + 16;  // the 16: rows 4 banks apart, ldmatrix conflict-free
+    const int row_chunks = ksteps * 2;
     const unsigned base = conv::smem_addr(ring);
     const unsigned w_base = conv::smem_addr(w_s);
 
-    // The CTA's filter rows, zeros past M and past C rounded up to 16, with the first stage.
-    const int row_chunks = ksteps * 2;
-    const int c16 = (C + 15) >> 4;
-    for (int k = threadIdx.x; k < 64 * row_chunks; k += PW_WARPS * 32) {
-        const int row = k / row_chunks;
-        const int chunk = k - row * row_chunks;
-        const int m = mc * 64 + row;
-        const bool in = m < M && chunk < c16;
-        const unsigned char* src = in ? w + static_cast<long long>(m) * ldw + 16 * chunk : w;
-        conv::cp_async16(w_base + row * w_row + 16 * chunk, src, in ? 16 : 0);
-    }
+    // The CTA's filter rows with the first stage.
+    pw_filter_rows(w_base, w, ldw, mc, M, row_chunks, (C + 15) >> 4, w_row);
 #pragma unroll
     for (int s = 0; s < PW_STAGES - 1; ++s) {
         if (s < ksteps) pw_stage<VEC16>(base + s * PW_STAGE_BYTES, xi, xs_c, s, C, HW, p0);
         conv::cp_async_commit();
     }
     int acc[PW_MT][4][4];
-#pragma unroll
-    for (int mt = 0; mt < PW_MT; ++mt) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0;
-        }
-    }
+    pw_zero(acc);
     int xsum[4] = {0, 0, 0, 0};
+    int unused[PW_MT][2];
     // This lane's words: rows 4t + i (+ 16), bytes 4g .. of the warp's 32 columns.
     const int lane_offset = pw_tile_offset(4 * t, 32 * warp + 4 * g);
     // ldmatrix rows: lanes 8q .. 8q + 7 address matrix q = (rows +8 if q odd, bytes +16 if q > 1).
@@ -139,70 +268,22 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
         conv::cp_async_wait<PW_STAGES - 2>();
         __syncthreads();  // stage ks landed for all; stage ks - 1 is free for the next copy
         if (ks == 0) {
-            // Per filter row: C z_x z_w - z_x sum w (mod 2^32); 4 threads a row.
-            const int row = threadIdx.x >> 2;
-            const int m = mc * 64 + row;
-            int sum = 0;
-            for (int chunk = threadIdx.x & 3; chunk < row_chunks; chunk += 4) {
-                const uint4 v = *reinterpret_cast<const uint4*>(w_s + row * w_row + 16 * chunk);
-                sum = conv::byte_sum<WS>(v.x, conv::byte_sum<WS>(v.y, sum));
-                sum = conv::byte_sum<WS>(v.z, conv::byte_sum<WS>(v.w, sum));
-            }
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            if ((threadIdx.x & 3) == 0) {
-                const unsigned zw = m >= M ? 0u
-                                    : static_cast<unsigned>(zw_all == conv::PER_CHANNEL ? w_zp[m]
-                                                                                       : zw_all);
-                const unsigned zx = static_cast<unsigned>(x_zp);
-                bias_s[row] = static_cast<int>(static_cast<unsigned>(C) * zx * zw -
-                                               zx * static_cast<unsigned>(sum));
-                zw_s[row] = static_cast<int>(zw);
-            }
+            pw_row_constants<WS>(w_s, w_row, row_chunks, mc, M, C, x_zp, zw_all, w_zp, bias_s,
+                                 zw_s);
         }
         const int next = ks + PW_STAGES - 1;
         if (next < ksteps) {
             pw_stage<VEC16>(base + (next % PW_STAGES) * PW_STAGE_BYTES, xi, xs_c, next, C, HW, p0);
         }
         conv::cp_async_commit();
-        const unsigned char* tile = ring + (ks % PW_STAGES) * PW_STAGE_BYTES + lane_offset;
-        unsigned lo[4], hi[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            lo[i] = *reinterpret_cast<const unsigned*>(tile + i * PW_PIXELS);
-            hi[i] = *reinterpret_cast<const unsigned*>(tile + (16 + i) * PW_PIXELS);
-        }
-        unsigned b0[4], b1[4];
-        conv::transpose4(lo, b0);
-        conv::transpose4(hi, b1);
-        if constexpr (ZW) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                xsum[j] = conv::byte_sum<XS>(b1[j], conv::byte_sum<XS>(b0[j], xsum[j]));
-            }
-        }
-#pragma unroll
-        for (int mt = 0; mt < PW_MT; ++mt) {
-            unsigned a[4];
-            conv::ldmatrix_x4(a, a_lane + mt * 16 * w_row + 32 * ks);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) conv::mma_k32<WS, XS>(acc[mt][j], a, b0[j], b1[j]);
-        }
+        pw_step<WS, XS, false>(acc, xsum, ZW, unused,
+                               ring + (ks % PW_STAGES) * PW_STAGE_BYTES + lane_offset,
+                               a_lane + 32 * ks, w_row);
     }
 
-    // The lane stores pixels 8t .. 8t+3 (accumulators 0 / 2 of instances j) and 8t+4 ..
-    // 8t+7 (1 / 3): the sums of x of lanes 8t and 8t+4's groups, summed over their t.
     int sa[4] = {0, 0, 0, 0};
     int sb[4] = {0, 0, 0, 0};
-    if constexpr (ZW) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 1);
-            xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 2);
-            sa[j] = __shfl_sync(0xffffffffu, xsum[j], 8 * t);
-            sb[j] = __shfl_sync(0xffffffffu, xsum[j], 8 * t + 4);
-        }
-    }
+    if constexpr (ZW) pw_pixel_sums(xsum, sa, sb);
     // Through shared memory (the ring is free now), 32 output channels at a time, so every
     // store to the output is whole 128-byte lines: lanes write their 8 pixels per channel,
     // then each warp copies 512 contiguous bytes of a channel row per instruction.
@@ -210,29 +291,17 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     __syncthreads();
     int* staged = reinterpret_cast<int*>(ring);
     int* out_img = out + static_cast<long long>(img) * M * HW;
-    const int col = 32 * warp + 8 * t;
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
 #pragma unroll
         for (int mt2 = 0; mt2 < 2; ++mt2) {
-            const int mt = 2 * pass + mt2;
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int row = mt * 16 + g + 8 * half;
-                const unsigned b = static_cast<unsigned>(bias_s[row]);
-                const unsigned zw = ZW ? static_cast<unsigned>(zw_s[row]) : 0u;
-                int v[8];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    v[j] = static_cast<int>(static_cast<unsigned>(acc[mt][j][2 * half]) -
-                                            zw * static_cast<unsigned>(sa[j]) + b);
-                    v[4 + j] = static_cast<int>(static_cast<unsigned>(acc[mt][j][2 * half + 1]) -
-                                                zw * static_cast<unsigned>(sb[j]) + b);
-                }
-                int* dst = staged + (mt2 * 16 + g + 8 * half) * PW_OUT_ROW + col;
-                *reinterpret_cast<int4*>(dst) = make_int4(v[0], v[1], v[2], v[3]);
-                *reinterpret_cast<int4*>(dst + 4) = make_int4(v[4], v[5], v[6], v[7]);
-            }
+            const int row = (2 * pass + mt2) * 16 + g;
+            const unsigned bias[2] = {static_cast<unsigned>(bias_s[row]),
+                                      static_cast<unsigned>(bias_s[row + 8])};
+            const unsigned zw[2] = {static_cast<unsigned>(zw_s[row]),
+                                    static_cast<unsigned>(zw_s[row + 8])};
+            pw_stage_out<ZW>(acc, 2 * pass + mt2, 16 * mt2, bias, zw, sa, sb, staged, PW_OUT_ROW,
+                             PW_PIXELS);
         }
         __syncthreads();
         for (int k = threadIdx.x; k < 32 * (PW_PIXELS / 4); k += PW_WARPS * 32) {
@@ -248,6 +317,161 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     }
 }
 
+
+// The resident form, for layers with many output channels per input byte (256 -> 1024, say):
+// the output's stores are most of the time, and in the kernel above every 64-channel chunk
+// copies the tile's input again and stores only after its MMAs. Here a CTA copies its tile's
+// input once, for all of K, and forms a run of consecutive chunks from it; each chunk's
+// output leaves through shared memory by bulk copies issued by one warp, which drain while
+// the next chunk's MMAs run. Where an image is one tile, a chunk's 64 output rows lie back to
+// back in the output and leave as one copy (a copy per row costs the copy engine about as much
+// as the row's bytes take to store); else one copy a row. The next chunk's filter rows are
+// copied in during the MMAs of the one before (two buffers), and each lane sums the filter
+// bytes of its rows from the A fragments it loads, so a chunk needs no pass over its rows.
+// Needs sm_90 (cp.async.bulk) and HW a multiple of 4 with `out` 16-byte aligned (every
+// channel row's start and length are then 16-byte multiples); the input as the kernel above.
+// Grid: one CTA per (image, 256-pixel tile, run of `run` chunks), the run fastest; dynamic
+// shared memory PWR_STAGED + ceil(C / 32) PW_STAGE_BYTES + 2 * 64 (ceil(C / 32) 32 + 16).
+constexpr int PWR_STAGED = 64 * PW_OUT_ROW * 4;  // a chunk's 64 output rows
+
+__device__ __forceinline__ void pw_bulk_store(void* dst, unsigned src, int bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void pw_bulk_commit() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// This thread's bulk copies have read their shared memory (it may be written again).
+__device__ __forceinline__ void pw_bulk_wait_read() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pw_fence_proxy_async() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+template <typename WT, typename XT, bool ZW, bool VEC16>
+__global__ void __launch_bounds__(PW_WARPS * 32, 1)
+    conv_int_pointwise_resident(const unsigned char* __restrict__ x,
+                                const unsigned char* __restrict__ w,
+                                const int* __restrict__ w_zp, int* __restrict__ out, int M,
+                                int C, int HW, int mchunks, int tiles, int ldw, int x_zp,
+                                int zw_all, long long xs_n, long long xs_c, int run,
+                                int runs) {
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    extern __shared__ __align__(128) unsigned char pw_smem[];
+    int* const staged = reinterpret_cast<int*>(pw_smem);
+    unsigned char* const tile = pw_smem + PWR_STAGED;
+    const int ksteps = (C + 31) >> 5;
+    const int w_row = ksteps * 32 + 16;
+    const int row_chunks = ksteps * 2;
+    const int c16 = (C + 15) >> 4;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2;
+    const int r = blockIdx.x % runs;
+    const int rest = blockIdx.x / runs;
+    const int img = rest / tiles;
+    const int p0 = (rest - img * tiles) * PW_PIXELS;
+    const int first = r * run;
+    const int count = min(run, mchunks - first);
+    const unsigned char* xi = x + img * xs_n;
+    const unsigned tile_base = conv::smem_addr(tile);
+    const unsigned w_base = tile_base + ksteps * PW_STAGE_BYTES;  // [2][64 rows of w_row]
+    const unsigned staged_base = conv::smem_addr(staged);
+    const int w_bytes = 64 * w_row;
+
+    // The whole tile and the first chunk's filter rows, then the second chunk's.
+    for (int ks = 0; ks < ksteps; ++ks) {
+        pw_stage<VEC16>(tile_base + ks * PW_STAGE_BYTES, xi, xs_c, ks, C, HW, p0);
+    }
+    pw_filter_rows(w_base, w, ldw, first, M, row_chunks, c16, w_row);
+    conv::cp_async_commit();
+    if (count > 1) pw_filter_rows(w_base + w_bytes, w, ldw, first + 1, M, row_chunks, c16, w_row);
+    conv::cp_async_commit();
+    conv::cp_async_wait<1>();
+    __syncthreads();
+
+    int xsum[4] = {0, 0, 0, 0};
+    int sa[4] = {0, 0, 0, 0};
+    int sb[4] = {0, 0, 0, 0};
+    const int lane_offset = pw_tile_offset(4 * (lane & 3), 32 * warp + 4 * g);
+    const unsigned a_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * w_row + 16 * (lane >> 4);
+    const int pixels = min(PW_PIXELS, HW - p0);
+    // An image of one tile stages its rows back to back, as the output holds them.
+    const bool whole = tiles == 1;
+    const int ld = whole ? HW : PW_OUT_ROW;
+    int* const out_tile = out + static_cast<long long>(img) * M * HW + p0;
+    for (int i = 0; i < count; ++i) {
+        const int mc = first + i;
+        const int buf = i & 1;
+        // The lane's rows (g, g + 8 of each m-tile): zero points loaded while the MMAs run.
+        unsigned zw[PW_MT][2];
+#pragma unroll
+        for (int mt = 0; mt < PW_MT; ++mt) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                zw[mt][half] = pw_row_zw(w_zp, zw_all, mc * 64 + mt * 16 + g + 8 * half, M);
+            }
+        }
+        int acc[PW_MT][4][4];
+        pw_zero(acc);
+        int wsum[PW_MT][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
+        for (int ks = 0; ks < ksteps; ++ks) {
+            pw_step<WS, XS, true>(acc, xsum, ZW && i == 0, wsum,
+                                  tile + ks * PW_STAGE_BYTES + lane_offset,
+                                  w_base + buf * w_bytes + a_lane + 32 * ks, w_row);
+        }
+        if (ZW && i == 0) pw_pixel_sums(xsum, sa, sb);
+        // The staged rows are free once the last chunk's bulk copies have read them; every
+        // warp is done with this chunk's filter buffer, which takes chunk i + 2's rows.
+        if (warp == 0) pw_bulk_wait_read();
+        __syncthreads();
+        if (i + 2 < count) {
+            pw_filter_rows(w_base + buf * w_bytes, w, ldw, mc + 2, M, row_chunks, c16, w_row);
+        }
+        conv::cp_async_commit();
+#pragma unroll
+        for (int mt = 0; mt < PW_MT; ++mt) {
+            unsigned bias[2];
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                int sum = wsum[mt][half];
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                bias[half] = pw_row_bias(C, x_zp, zw[mt][half], sum);
+            }
+            pw_stage_out<ZW>(acc, mt, 16 * mt, bias, zw[mt], sa, sb, staged, ld, pixels);
+        }
+        conv::cp_async_wait<1>();  // chunk i + 1's filter rows (committed a chunk ago)
+        pw_fence_proxy_async();    // the staged rows, visible to the bulk copies
+        __syncthreads();
+        if (warp == 0) {
+            const int rows = min(64, M - mc * 64);
+            int* const dst = out_tile + static_cast<long long>(mc) * 64 * HW;
+            if (whole) {  // the chunk's rows lie back to back in the output: one copy
+                if (lane == 0) pw_bulk_store(dst, staged_base, rows * HW * 4);
+            } else {
+                for (int row = lane; row < rows; row += 32) {
+                    pw_bulk_store(dst + static_cast<long long>(row) * HW,
+                                  staged_base + row * PW_OUT_ROW * 4, pixels * 4);
+                }
+            }
+            pw_bulk_commit();
+        }
+    }
+    if (warp == 0) pw_bulk_wait_read();  // the shared memory outlives the copies' reads
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -260,5 +484,15 @@ DML_PW(signed char, unsigned char, true, false);
 DML_PW(unsigned char, signed char, false, false);
 DML_PW(signed char, signed char, true, true);
 DML_PW(unsigned char, unsigned char, true, true);
+#define DML_PWR(WT, XT, ZW, VEC16)                                                           \
+    template __global__ void dml::conv_int_pointwise_resident<WT, XT, ZW, VEC16>(            \
+        const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
+        int, int, int, long long, long long, int, int)
+DML_PWR(signed char, unsigned char, false, true);
+DML_PWR(signed char, unsigned char, true, false);
+DML_PWR(unsigned char, signed char, false, false);
+DML_PWR(signed char, signed char, true, true);
+DML_PWR(unsigned char, unsigned char, true, true);
 #undef DML_PW
+#undef DML_PWR
 #endif

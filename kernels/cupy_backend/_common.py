@@ -46,6 +46,7 @@ __all__ = [
     "param_struct",
     "plan_cache",
     "sm_count",
+    "compute_capability",
     "wrap32",
     "contiguous_planes",
     "plane_alignment",
@@ -237,6 +238,21 @@ def sm_count() -> int:
     import cupy
 
     return _sm_count(cupy.cuda.Device().id)
+
+
+@functools.cache
+def _compute_capability(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).compute_capability)
+
+
+def compute_capability(device_id: int | None = None) -> int:
+    """A CUDA device's compute capability as major * 10 + minor (90: sm_90); the current
+    device's where none is given."""
+    import cupy
+
+    return _compute_capability(cupy.cuda.Device().id if device_id is None else device_id)
 
 
 def chunks_per_row(width: int, itemsize: int) -> int:

@@ -18,6 +18,7 @@ from ._common import (
     GRID_YZ_LIMIT,
     DependentLaunch,
     Launch,
+    compute_capability,
     contiguous_planes,
     device_zero_points,
     gpu_ms,
@@ -136,11 +137,8 @@ _TUNE_RUNS = 3
 _TUNE_SECONDS = 2.0
 
 
-@functools.cache
 def _has_sm90a(device: int) -> bool:
-    import cupy
-
-    return str(cupy.cuda.Device(device).compute_capability) == "90"
+    return compute_capability(device) == 90
 
 
 def gemm_kernel(choice: Literal["auto", "wgmma", "mma_sync"]) -> Kernel:
