@@ -134,6 +134,19 @@ __device__ __forceinline__ int byte_sum(unsigned v, int acc) {
 #endif
 }
 
+// Filter row m's zero point (0 past M); zw_all is the shared one, or PER_CHANNEL.
+__device__ __forceinline__ unsigned row_zw(const int* __restrict__ w_zp, int zw_all, int m,
+                                           int M) {
+    return m >= M ? 0u : static_cast<unsigned>(zw_all == PER_CHANNEL ? w_zp[m] : zw_all);
+}
+
+// A filter row's constant terms in sum (x - z_x)(w - z_w) = sum x w - z_w sum x + bias:
+// bias = C z_x z_w - z_x sum w (mod 2^32).
+__device__ __forceinline__ unsigned row_bias(int C, int x_zp, unsigned zw, int w_sum) {
+    const unsigned zx = static_cast<unsigned>(x_zp);
+    return static_cast<unsigned>(C) * zx * zw - zx * static_cast<unsigned>(w_sum);
+}
+
 }  // namespace conv
 }  // namespace dml
 

@@ -88,18 +88,6 @@ __device__ __forceinline__ void pw_filter_rows(unsigned dst, const unsigned char
     }
 }
 
-// Filter row m's zero point (0 past M).
-__device__ __forceinline__ unsigned pw_row_zw(const int* __restrict__ w_zp, int zw_all, int m,
-                                              int M) {
-    return m >= M ? 0u : static_cast<unsigned>(zw_all == conv::PER_CHANNEL ? w_zp[m] : zw_all);
-}
-
-// A filter row's constant terms: C z_x z_w - z_x sum w (mod 2^32).
-__device__ __forceinline__ unsigned pw_row_bias(int C, int x_zp, unsigned zw, int w_sum) {
-    const unsigned zx = static_cast<unsigned>(x_zp);
-    return static_cast<unsigned>(C) * zx * zw - zx * static_cast<unsigned>(w_sum);
-}
-
 // Per filter row of chunk `mc` (4 threads a row, 256 threads): its constant terms into bias_s
 // and its zero point into zw_s.
 template <bool WS>
@@ -118,8 +106,8 @@ __device__ __forceinline__ void pw_row_constants(const unsigned char* w_s, int w
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((threadIdx.x & 3) == 0) {
-        const unsigned zw = pw_row_zw(w_zp, zw_all, mc * 64 + row, M);
-        bias_s[row] = static_cast<int>(pw_row_bias(C, x_zp, zw, sum));
+        const unsigned zw = conv::row_zw(w_zp, zw_all, mc * 64 + row, M);
+        bias_s[row] = static_cast<int>(conv::row_bias(C, x_zp, zw, sum));
         zw_s[row] = static_cast<int>(zw);
     }
 }
@@ -420,7 +408,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 1)
         for (int mt = 0; mt < PW_MT; ++mt) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                zw[mt][half] = pw_row_zw(w_zp, zw_all, mc * 64 + mt * 16 + g + 8 * half, M);
+                zw[mt][half] = conv::row_zw(w_zp, zw_all, mc * 64 + mt * 16 + g + 8 * half, M);
             }
         }
         int acc[PW_MT][4][4];
@@ -448,7 +436,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 1)
                 int sum = wsum[mt][half];
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-                bias[half] = pw_row_bias(C, x_zp, zw[mt][half], sum);
+                bias[half] = conv::row_bias(C, x_zp, zw[mt][half], sum);
             }
             pw_stage_out<ZW>(acc, mt, 16 * mt, bias, zw[mt], sa, sb, staged, ld, pixels);
         }

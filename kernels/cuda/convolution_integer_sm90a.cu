@@ -994,6 +994,265 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 #endif
 }
 
+// ---- 1x1 layers whose images are one tile: the pointwise GEMM on the warpgroup MMA ----------
+//
+// Out[n] (M x HW) = W (M x C) . X[n] (C x HW) for a 1x1 window at unit stride, no padding, one
+// group, HW <= BN pixels a multiple of 4, the input's (n, c) planes contiguous with 4-byte
+// aligned words. Such layers store 4 M bytes a pixel against C read: the output's stores are
+// the time, and the kernel is built to keep them going. A CTA takes one image and a run of
+// `run` consecutive chunks of 64 output channels. It copies the image in (cp.async, its
+// channel rows BN bytes apart, where the staging blocks will be) and transposes it once into
+// the K-major form the MMA reads ([16-channel block][BN pixels][16 bytes], no swizzle), its
+// pixel sums beside it. Its two warpgroups then take the run's chunks in turn; each keeps two
+// of its chunks' filter blocks ([16-channel block][64 rows][16 bytes]) in flight ahead of its
+// MMAs (one m64nBNk32 a step of 32 channels), sums its rows' filter bytes while they run, and
+// writes the chunk's 64 output rows into its own staging block as the output holds them (an
+// image's rows of one channel after another), which leaves as one bulk copy while the
+// warpgroup goes on to its next chunk. The filter rows are `w` (M, ldw) as the pointwise
+// kernel takes them. Grid: one CTA per (image, run), the run fastest; 256 threads; dynamic
+// shared memory max(2 * 64 * HW * 4, KP * BN) (staging, first the copied image) + KP * BN
+// (the image, K-major) + 4 * 64 * KP (filter) + 4 * BN (pixel sums), KP = 32 ceil(C / 32).
+namespace wg {
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bulk_store(void* dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// This thread's bulk copies have read their shared memory (it may be written again).
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+}  // namespace wg
+
+template <typename WT, typename XT, bool ZW, int BN>
+__global__ void __launch_bounds__(256, 1)
+    conv_int_wgmma_pointwise(const unsigned char* __restrict__ x,
+                             const unsigned char* __restrict__ w, const int* __restrict__ w_zp,
+                             int* __restrict__ out, int M, int C, int HW, int mchunks, int ldw,
+                             int x_zp, int zw_all, long long xs_n, long long xs_c, int run,
+                             int runs, int dense) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();  // built for another target; the launcher sends work here on sm_90 only
+#elif defined(__CUDA_ARCH__)
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    static_assert(BN % 32 == 0 && BN <= 256, "BN");
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int ksteps = (C + 31) >> 5;
+    const int k16s = 2 * ksteps;  // 16-channel blocks
+    const int c16 = (C + 15) >> 4;
+    const int staged_bytes = 64 * HW * 4;
+    const int front = max(2 * staged_bytes, 32 * ksteps * BN);  // staging, first the raw image
+    const unsigned base = conv::smem_addr(smem);
+    const unsigned x_base = base + front;
+    const unsigned w_base = x_base + k16s * BN * 16;  // four filter blocks, two a warpgroup
+    const int w_bytes = k16s * 64 * 16;
+    int* const xsum = reinterpret_cast<int*>(smem + front + k16s * BN * 16 + 4 * w_bytes);
+    const int tid = threadIdx.x;
+    const int wgi = tid >> 7;
+    const int t128 = tid & 127;
+    const int lane = tid & 31;
+    const int img = blockIdx.x / runs;
+    const int first = (blockIdx.x - img * runs) * run;
+    const int count = min(run, mchunks - first);
+
+    // Chunk mc's filter rows into filter block b, by this warpgroup: 16-byte pieces, zeros
+    // past M and past C rounded up to 16; one commit group (empty past the run).
+    auto load_filter = [&](int mc, int b) {
+        if (mc < first + count) {
+            for (int q = t128; q < 64 * k16s; q += 128) {
+                const int row = q & 63;
+                const int k16 = q >> 6;
+                const int m = mc * 64 + row;
+                const bool in = m < M && k16 < c16;
+                const unsigned char* src =
+                    in ? w + static_cast<long long>(m) * ldw + 16 * k16 : w;
+                conv::cp_async16(w_base + b * w_bytes + (k16 * 64 + row) * 16, src, in ? 16 : 0);
+            }
+        }
+        conv::cp_async_commit();
+    };
+    // The image as it lies, its channel rows `ld` bytes apart: where its planes lie back to
+    // back (16-byte aligned, C HW a multiple of 16), one bulk copy of all of them (ld = HW);
+    // else 4-byte copies into rows of BN bytes. Rows past C are zeros.
+    const int ld = dense ? HW : BN;
+    {
+        const unsigned char* xi = x + img * xs_n;
+        if (dense) {
+            __shared__ __align__(8) unsigned long long image_bar_mem;
+            const unsigned image_bar = conv::smem_addr(&image_bar_mem);
+            if (tid == 0) {
+                wg::bar_init(image_bar);
+                asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            }
+            const int bytes = C * HW;
+            for (int q = bytes / 4 + tid; q < 32 * ksteps * HW / 4; q += 256) {
+                asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(base + 4 * q), "r"(0u) : "memory");
+            }
+            __syncthreads();
+            if (tid == 0) wg::bulk_load(base, xi, static_cast<unsigned>(bytes), image_bar);
+            wg::bar_wait(image_bar, 0);
+        } else {
+            constexpr int WORDS = BN / 4;
+            for (int q = tid; q < 32 * ksteps * WORDS; q += 256) {
+                const int c = q / WORDS;
+                const int pw = q - c * WORDS;
+                const bool in = c < C && 4 * pw < HW;
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(base + 4 * q),
+                             "l"(in ? xi + c * xs_c + 4 * pw : xi), "r"(in ? 4 : 0));
+            }
+            conv::cp_async_commit();
+        }
+    }
+    // The warpgroup's first chunk (wgi of the run) into its first block, after the image
+    // (which every CTA of the grid asks for at once), then its second (wgi + 2).
+    load_filter(first + wgi, 2 * wgi);
+    if constexpr (ZW) {
+        for (int p = tid; p < BN; p += 256) xsum[p] = 0;
+    }
+    conv::cp_async_wait<0>();
+    __syncthreads();  // the image and the first filter blocks in, the sums zeroed
+    load_filter(first + wgi + 2, 2 * wgi + 1);
+    // K-major: item (16-channel block kb, 4-pixel word pw) is 16 words, four 4x4 byte
+    // transposes, and each pixel's 16 channel bytes stored as one 16-byte piece. Lanes store
+    // their 4 pixels rotated by (pw / 2) % 4, so that 8 lanes' pieces fall in 8 different bank
+    // quads.
+    {
+        constexpr int WORDS = BN / 4;
+        const int row_words = ld / 4;
+        const unsigned* raw = reinterpret_cast<const unsigned*>(smem);
+        for (int item = tid; item < k16s * WORDS; item += 256) {
+            const int kb = item / WORDS;
+            const int pw = item - kb * WORDS;
+            const bool live = 4 * pw < HW;  // (the rows hold HW bytes where ld = HW)
+            const unsigned* col = raw + 16 * kb * row_words + pw;
+            unsigned px[4][4];  // [pixel j][channels 4q .. 4q + 3]
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                unsigned in[4];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) in[r] = live ? col[(4 * q + r) * row_words] : 0u;
+                unsigned o[4];
+                conv::transpose4(in, o);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) px[j][q] = o[j];
+            }
+            const int rot = (pw >> 1) & 3;
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const int j = (jj + rot) & 3;
+                unsigned a = px[0][0], b = px[0][1], c = px[0][2], d = px[0][3];
+#pragma unroll
+                for (int s = 1; s < 4; ++s) {
+                    if (j == s) a = px[s][0], b = px[s][1], c = px[s][2], d = px[s][3];
+                }
+                const int p = 4 * pw + j;
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                                 x_base + (kb * BN + p) * 16),
+                             "r"(a), "r"(b), "r"(c), "r"(d)
+                             : "memory");
+                if constexpr (ZW) {
+                    if (live) {
+                        int sum = conv::byte_sum<XS>(a, conv::byte_sum<XS>(b, 0));
+                        sum = conv::byte_sum<XS>(c, conv::byte_sum<XS>(d, sum));
+                        atomicAdd(xsum + p, sum);
+                    }
+                }
+            }
+        }
+    }
+    wg::fence_proxy_async();  // the image and the filter blocks, visible to the MMAs
+    __syncthreads();          // (and the raw image read: the staging blocks are free)
+
+    const int warp = t128 >> 5;  // of the warpgroup: rows 16 warp + lane / 4 and + 8
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    int* const staged = reinterpret_cast<int*>(smem + wgi * staged_bytes);
+    const unsigned staged_addr = base + wgi * staged_bytes;
+    int acc[BN / 2];
+    for (int i = wgi, li = 0; i < count; i += 2, ++li) {
+        const int mc = first + i;
+        const unsigned w_mine = w_base + (2 * wgi + (li & 1)) * w_bytes;
+        conv::cp_async_wait<1>();  // this chunk's block (the next one's may still come)
+        wg::fence_proxy_async();   // this thread's filter pieces, visible to the MMAs
+        wg::bar_sync(1 + wgi, 128);
+        unsigned zw[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            zw[h] = conv::row_zw(w_zp, zw_all, mc * 64 + 16 * warp + g + 8 * h, M);
+        }
+        wg::fence();
+        for (int s = 0; s < ksteps; ++s) {
+            wg::mma<BN, WS, XS>(acc, wg::desc_plain(w_mine + s * 2 * 64 * 16, 64 * 16, 128),
+                                wg::desc_plain(x_base + s * 2 * BN * 16, BN * 16, 128),
+                                s == 0 ? 0 : 1);
+        }
+        wg::commit();
+        // The lane's rows' filter bytes, a quarter of their 16-byte pieces each, while the
+        // MMAs run; the group's 4 lanes add theirs up.
+        int wsum[2] = {0, 0};
+        for (int k16 = t; k16 < k16s; k16 += 4) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                uint4 u;
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                             : "r"(w_mine + (k16 * 64 + 16 * warp + g + 8 * h) * 16));
+                wsum[h] = conv::byte_sum<WS>(u.x, conv::byte_sum<WS>(u.y, wsum[h]));
+                wsum[h] = conv::byte_sum<WS>(u.z, conv::byte_sum<WS>(u.w, wsum[h]));
+            }
+        }
+        unsigned bias[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            wsum[h] += __shfl_xor_sync(0xffffffffu, wsum[h], 1);
+            wsum[h] += __shfl_xor_sync(0xffffffffu, wsum[h], 2);
+            bias[h] = conv::row_bias(C, x_zp, zw[h], wsum[h]);
+        }
+        wg::wait<0>();
+        wg::fence_operands(acc);
+        // The staging block is free once the warpgroup's last copy has read it; the filter
+        // block once every warp's MMAs are done: then the chunk two after the next comes in.
+        if (t128 == 0) wg::bulk_wait_read();
+        wg::bar_sync(1 + wgi, 128);
+        load_filter(mc + 4, 2 * wgi + (li & 1));
+        // Fragment layout: per n8 block j, columns 8 j + 2 t + {0, 1} of rows g and g + 8.
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const int col = 8 * j + 2 * t;
+            if (col < HW) {
+                int2 xs = make_int2(0, 0);
+                if constexpr (ZW) xs = *reinterpret_cast<const int2*>(xsum + col);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const unsigned v0 = static_cast<unsigned>(acc[4 * j + 2 * h]) + bias[h] -
+                                        zw[h] * static_cast<unsigned>(xs.x);
+                    const unsigned v1 = static_cast<unsigned>(acc[4 * j + 2 * h + 1]) +
+                                        bias[h] - zw[h] * static_cast<unsigned>(xs.y);
+                    *reinterpret_cast<int2*>(staged + (16 * warp + g + 8 * h) * HW + col) =
+                        make_int2(static_cast<int>(v0), static_cast<int>(v1));
+                }
+            }
+        }
+        wg::fence_proxy_async();  // the staged rows, visible to the bulk copy
+        wg::bar_sync(1 + wgi, 128);
+        if (t128 == 0) {
+            const int rows = min(64, M - mc * 64);
+            wg::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW, staged_addr,
+                           static_cast<unsigned>(rows * HW * 4));
+            wg::bulk_commit();
+        }
+    }
+    if (t128 == 0) wg::bulk_wait_read();  // the shared memory outlives the copies' reads
+#endif
+}
+
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
@@ -1028,4 +1287,13 @@ DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2);
 DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1);
 #undef DML_WS_INST
+#define DML_WP_INST(WT, XT, ZW, BN)                                                             \
+    template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, BN>(                   \
+        const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
+        int, int, long long, long long, int, int, int)
+DML_WP_INST(signed char, unsigned char, false, 224);
+DML_WP_INST(unsigned char, signed char, true, 256);
+DML_WP_INST(signed char, signed char, true, 64);
+DML_WP_INST(unsigned char, unsigned char, false, 128);
+#undef DML_WP_INST
 #endif

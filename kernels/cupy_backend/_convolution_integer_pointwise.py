@@ -15,7 +15,7 @@ input in shared memory for a run of output-channel chunks and lets each chunk's 
 from __future__ import annotations
 
 from collections.abc import Hashable, MutableMapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -44,42 +44,65 @@ _SMEM_LIMIT = 227 * 1024  # an sm_90 CTA's shared memory
 # The resident form's PWR_STAGED (64 staged output rows); the whole tile's input (32 channel
 # rows of 256 bytes a step) and two chunks' filter rows follow.
 _RESIDENT_FIXED = 64 * (_PIXELS + 4) * 4
+# The warpgroup-MMA form (convolution_integer_sm90a.cu): its pixel widths (the MMA's N) and
+# its source.
+_WGMMA_WIDTHS = (64, 128, 224, 256)
+_SM90A_SOURCE = "convolution_integer_sm90a.cu"
+_SM90A_OPTIONS = ("-arch=sm_90a",)
+
+Form = Literal["ring", "resident", "wgmma"]
 
 
 class PointwisePlan(NamedTuple):
     """The pointwise kernel's work: output-channel chunks of 64, 256-pixel tiles per image,
     whether the input's planes take 16-byte copies (else 4-byte ones), whether some filter
-    zero point is not 0 (the kernel's ZW), the shared memory a CTA takes, and the chunks a
-    resident CTA forms (0: the ring form)."""
+    zero point is not 0 (the kernel's ZW), the shared memory a CTA takes, the form that runs
+    and, for the resident and warpgroup-MMA forms, the chunks a CTA forms and the pixel
+    width of the MMA."""
 
     mchunks: int
     tiles: int
     vec16: bool
     zw_any: bool
     smem: int  # bytes of shared memory per CTA
-    run: int = 0  # chunks of 64 output channels per CTA of the resident form; 0: the ring form
+    form: Form = "ring"
+    run: int = 1  # chunks of 64 output channels per CTA (the ring form: 1)
+    width: int = 0  # the warpgroup-MMA form's pixels (its N)
 
     @property
     def runs(self) -> int:
-        """The resident form's CTAs per tile."""
-        return -(-self.mchunks // self.run) if self.run else self.mchunks
+        """CTAs per tile."""
+        return -(-self.mchunks // self.run)
 
 
-def _resident_run(n: int, tiles: int, mchunks: int, forced: int | None) -> int:
-    """The resident form's chunks per CTA (0: the ring form): `forced` (tests, benchmarks)
-    where given; else, for images of one tile (whose chunks leave as one copy each) and more
-    than one chunk, as many as spread the images' chunks over the SMs once."""
-    if forced is not None:
-        return min(forced, mchunks)
-    if tiles > 1 or mchunks < 2:  # a copy per row, or nothing to overlap: the ring form
-        return 0
-    return min(mchunks, -(-n * mchunks // sm_count()))
+def _forms(plan: PointwisePlan, n: int, c: int, hw: int) -> dict[Form, PointwisePlan]:
+    """The forms that can run `plan`'s shape on the current device, each with its shared
+    memory and pixel width (a run of one chunk; the caller picks the run)."""
+    forms: dict[Form, PointwisePlan] = {"ring": plan}
+    kp = -(-c // 32) * 32  # channels, rounded up to the MMA's K step
+    cc = compute_capability()
+    if cc < 90:  # bulk copies
+        return forms
+    resident = _RESIDENT_FIXED + kp * _PIXELS + 2 * 64 * (kp + 16)
+    if resident <= _SMEM_LIMIT:  # C up to 416
+        forms["resident"] = plan._replace(form="resident", smem=resident)
+    if cc == 90 and plan.tiles == 1:  # sm_90a's warpgroup MMA; an image of one tile
+        width = next(v for v in _WGMMA_WIDTHS if v >= hw)
+        smem = max(2 * 64 * hw * 4, kp * width) + kp * width + 4 * 64 * kp + 4 * width + 128
+        if smem <= _SMEM_LIMIT:
+            forms["wgmma"] = plan._replace(form="wgmma", smem=smem, width=width)
+    return forms
 
 
-def pointwise_plan(x: Any, q: Any, run: int | None = None) -> PointwisePlan | None:
+def pointwise_plan(
+    x: Any, q: Any, form: Form | None = None, run: int | None = None
+) -> PointwisePlan | None:
     """The pointwise kernel's plan for problem `q` (convolution_integer's _Problem), or None
-    where the shape or the input's layout is outside it. `run`: the resident form's chunks per
-    CTA (0: the ring form; None: chosen), honoured where the device and shape allow it."""
+    where the shape or the input's layout is outside it. `form` and `run` (the chunks a CTA
+    of the resident or warpgroup-MMA form takes) force a choice where the device and shape
+    allow it (tests, benchmarks); None: chosen. Chosen: for images of one tile and more than
+    one chunk, the warpgroup-MMA form where it runs, else the resident form, with as many
+    chunks a CTA as spread the images' chunks over the SMs once; else the ring form."""
     n, c, h, wd = (int(v) for v in x.shape)
     hw = h * wd
     geometry = (
@@ -99,13 +122,20 @@ def pointwise_plan(x: Any, q: Any, run: int | None = None) -> PointwisePlan | No
         return None
     if smem > _SMEM_LIMIT:  # filter rows longer than about 2,600 channels
         return None
-    plan = PointwisePlan(mchunks, tiles, alignment >= 16, bool(q.w_zp.any()), smem)
-    ksteps = -(-c // 32)
-    resident_smem = _RESIDENT_FIXED + ksteps * 32 * _PIXELS + 2 * 64 * (ksteps * 32 + 16)
-    if compute_capability() < 90 or resident_smem > _SMEM_LIMIT:  # C above 416
+    forms = _forms(
+        PointwisePlan(mchunks, tiles, alignment >= 16, bool(q.w_zp.any()), smem), n, c, hw
+    )
+    if form is None:
+        # A chunk a tile, or several tiles an image (a bulk copy a row): the ring form.
+        wide = tiles == 1 and mchunks > 1
+        chosen: Form = next((f for f in ("wgmma", "resident") if wide and f in forms), "ring")
+        form = chosen
+    plan = forms.get(form, forms["ring"])
+    if plan.form == "ring":
         return plan
-    chosen = _resident_run(n, tiles, mchunks, run)
-    return plan._replace(run=chosen, smem=resident_smem) if chosen else plan
+    if run is None:
+        run = -(-n * mchunks // sm_count())
+    return plan._replace(run=max(1, min(run, mchunks)))
 
 
 def _filter_rows(
@@ -155,30 +185,29 @@ def pointwise(
     resident form's bulk copies need its rows' starts 16-byte aligned)."""
     rows, ldw, zp_dev = _filter_rows(w, q, cache)
     _, zw_all = zero_point_argument(q.w_zp)
-    kernel = launch(
-        _SOURCE,
-        "conv_int_pointwise_resident" if plan.run else "conv_int_pointwise",
-        w.dtype,
-        x.dtype,
-        plan.zw_any,
-        plan.vec16,
-        grid=(q.n * plan.tiles * plan.runs, 1, 1),
-        block=(_WARPS * 32, 1, 1),
-        shared_mem=plan.smem,
-    )
     ints = (q.m, q.c, q.h * q.wd, plan.mchunks, plan.tiles, ldw, wrap32(q.zx), zw_all)
     strides = tuple(map(np.int64, x.strides[:2]))
-    if plan.run:
-        if out.data.ptr % 16:
-            raise ValueError("the resident pointwise kernel's output must be 16-byte aligned")
-        kernel(
-            x,
-            rows,
-            zp_dev,
-            out,
-            *map(np.int32, ints),
-            *strides,
-            *map(np.int32, (plan.run, plan.runs)),
-        )
+    grid = (q.n * plan.tiles * plan.runs, 1, 1)
+    block = (_WARPS * 32, 1, 1)
+    types = (w.dtype, x.dtype, plan.zw_any)
+    if plan.form != "ring" and out.data.ptr % 16:
+        raise ValueError("the pointwise kernel's bulk copies need a 16-byte aligned output")
+    if plan.form == "wgmma":
+        kernel = launch(
+            _SM90A_SOURCE, "conv_int_wgmma_pointwise", *types, plan.width,
+            grid=grid, block=block, shared_mem=plan.smem, options=_SM90A_OPTIONS,
+        )  # fmt: skip
+        sizes = (q.m, q.c, q.h * q.wd, plan.mchunks, ldw, wrap32(q.zx), zw_all)
+        # The image's planes back to back from a 16-byte boundary: one bulk copy an image.
+        hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
+        dense = xs_c == hw and xs_n % 16 == 0 and x.data.ptr % 16 == 0 and q.c * hw % 16 == 0
+        tail = (plan.run, plan.runs, int(dense))
+        kernel(x, rows, zp_dev, out, *map(np.int32, sizes), *strides, *map(np.int32, tail))
+        return
+    name = "conv_int_pointwise_resident" if plan.form == "resident" else "conv_int_pointwise"
+    kernel = launch(_SOURCE, name, *types, plan.vec16, grid=grid, block=block, shared_mem=plan.smem)
+    if plan.form == "resident":
+        runs = (plan.run, plan.runs)
+        kernel(x, rows, zp_dev, out, *map(np.int32, ints), *strides, *map(np.int32, runs))
     else:
         kernel(x, rows, zp_dev, out, *map(np.int32, ints), *strides)

@@ -60,8 +60,9 @@ class Options:
     depthwise: bool = True  # "auto" runs depthwise shapes it fits on the band kernel, else tiled
     depthwise_dp4a: bool = True  # band kernel: dp4a tap rows where they apply (else multiply-adds)
     pointwise: bool = True  # "auto" (no forced GEMM or tile) runs 1x1 shapes it fits there
-    # the pointwise kernel's output-channel chunks (of 64) per CTA in its resident form (sm_90),
-    # 0 for its ring form; None: chosen from the shape and the SM count
+    # the pointwise kernel's form ("ring"; on sm_90 "resident"; on sm_90a "wgmma") and the
+    # output-channel chunks (of 64) a CTA of the last two forms takes; None: chosen
+    pointwise_form: Literal["ring", "resident", "wgmma"] | None = None
     pointwise_run: int | None = None
     grouped: bool = True  # "auto" (no forced GEMM or tile) runs 3x3 groups of 8-32 channels there
     # wgmma GEMM without a forced tile: its shifted-window form where the shape allows (9 taps,
@@ -276,7 +277,7 @@ def convolution_integer(
         # A forced GEMM or tile keeps the GEMM (tests and benchmarks compare them).
         forced = options.tile is not None or options.tensor_cores != "auto"
         if options.path == "auto" and options.pointwise and not forced:
-            point = pointwise_plan(x, q, options.pointwise_run)
+            point = pointwise_plan(x, q, options.pointwise_form, options.pointwise_run)
         if options.path == "auto" and options.grouped and not forced and point is None:
             group = grouped_plan(x, q)
         special = point is not None or group is not None

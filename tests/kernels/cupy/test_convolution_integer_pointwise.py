@@ -265,90 +265,122 @@ def test_constant_filter_kept() -> None:
     assert cache["pointwise"][1][2].shape == (70,)
 
 
-def _sm90() -> bool:
+def _capability() -> int:
     import cupy
 
-    return str(cupy.cuda.Device().compute_capability) == "90"
+    return int(cupy.cuda.Device().compute_capability)
 
 
-def _resident(what: Any, run: int, chunks: int) -> None:
-    """`what` is the resident form with `run` chunks per CTA (sm_90; the ring form elsewhere)."""
+def _expected_form(form: str) -> str:
+    """The form that runs where `form` is asked for: the resident form needs sm_90's bulk
+    copies, the warpgroup-MMA form sm_90a (compute capability 9.0 exactly)."""
+    cc = _capability()
+    if form == "wgmma" and cc == 90 or form == "resident" and cc >= 90:
+        return form
+    return "ring"
+
+
+def _form(what: Any, form: str, run: int, chunks: int) -> None:
+    """`what` is `form` (where the device runs it) with `run` chunks per CTA."""
     plan = _pointwise(what)
     assert plan.mchunks == chunks
-    assert plan.run == (min(run, chunks) if _sm90() else 0), plan
+    assert plan.form == _expected_form(form), plan
+    assert plan.run == (min(run, chunks) if plan.form != "ring" else 1), plan
 
 
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
 @pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
 @pytest.mark.parametrize("run", [1, 2, 3, 8])
-@pytest.mark.parametrize("hw", [(16, 20), (12, 15)])
-def test_resident_form(xt: Any, wt: Any, zp_mode: str, run: int, hw: tuple[int, int]) -> None:
-    """The resident form: runs of 1, 2, 3 and all of 5 chunks (the last of 44 channels, the
-    last run shorter); images of two tiles (the second of 64 pixels; a copy a row) and of one
-    (180 pixels; a copy a chunk); 3 steps of channels (the last of 8), a filter padded to
-    16-byte rows, every zero-point mode."""
+@pytest.mark.parametrize(
+    ("form", "hw"),
+    [
+        ("resident", (16, 20)),  # two tiles (the second of 64 pixels): a copy a row
+        ("resident", (12, 15)),  # one tile of 180 pixels: a copy a chunk
+        ("wgmma", (12, 15)),  # 180 pixels on the MMA's 224
+        ("wgmma", (16, 16)),  # 256 pixels: the widest MMA, the staging rows 256 ints apart
+    ],
+)
+def test_forms(xt: Any, wt: Any, zp_mode: str, run: int, form: str, hw: tuple[int, int]) -> None:
+    """The resident and warpgroup-MMA forms: runs of 1, 2, 3 and all of 5 chunks (the last of
+    44 channels, the last run shorter; the MMA form's two warpgroups taking them in turn), 3
+    steps of channels (the last of 8), a filter padded to 16-byte rows, every zero-point mode
+    and signedness pair."""
     conv = _conv()
-    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), run, hw[0]])
+    rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), run, hw[0], len(form)])
     x = _rand(rng, (2, 72, *hw), xt)
     w = _rand(rng, (300, 72, 1, 1), wt)
     zx = 0 if zp_mode == "none" else _zp(rng, xt)
     zw = zero_points(rng, zp_mode, wt, 300)
-    _resident(_check(x, w, zx, zw, options=conv.Options(pointwise_run=run)), run, 5)
+    options = conv.Options(pointwise_form=form, pointwise_run=run)
+    _form(_check(x, w, zx, zw, options=options), form, run, 5)
 
 
 @pytest.mark.parametrize(
-    ("n", "c", "hw", "m", "run", "resident"),
+    ("n", "c", "hw", "m", "form", "run", "expected"),
     [
-        (3, 256, (14, 14), 1024, None, True),  # ResNet-50's expansion: chosen where it applies
-        (2, 416, (4, 4), 256, None, True),  # the most channels whose tile fits shared memory
-        (2, 417, (4, 4), 256, None, False),  # one more: the ring form
-        (2, 64, (8, 8), 64, None, False),  # one chunk: nothing to overlap, the ring form
-        (2, 64, (8, 8), 64, 1, True),  # ... but forced
-        (1, 64, (16, 20), 256, None, False),  # two tiles an image: the ring form
-        (1, 64, (16, 20), 256, 2, True),  # ... but forced: a copy a row
-        (2, 64, (8, 8), 256, 0, False),  # the ring form forced
-        (1, 1, (2, 2), 70, 2, True),  # one channel
-        (2, 40, (17, 36), 130, 2, True),  # 4-byte copies (planes of 612 bytes); 3 tiles
-        (1, 33, (1, 4), 64, 1, True),  # one chunk of one run, 4 pixels
+        # ResNet-50's expansion: the MMA form, chosen
+        (3, 256, (14, 14), 1024, None, None, "wgmma"),
+        (3, 256, (14, 14), 1024, "resident", None, "resident"),
+        (2, 256, (14, 14), 256, None, None, "wgmma"),  # the most channels it fits at 196 pixels
+        (2, 288, (14, 14), 256, None, None, "resident"),  # ... a step more: the resident form
+        (2, 416, (4, 4), 256, "resident", None, "resident"),  # the most the resident form fits
+        (2, 417, (4, 4), 256, "resident", None, "ring"),  # one more: the ring form
+        (2, 64, (8, 8), 64, None, None, "ring"),  # one chunk: nothing to overlap
+        (2, 64, (8, 8), 64, "wgmma", 1, "wgmma"),  # ... but forced
+        (1, 64, (16, 20), 256, None, None, "ring"),  # two tiles an image: the ring form
+        (1, 64, (16, 20), 256, "wgmma", 2, "ring"),  # ... which the MMA form does not take
+        (1, 64, (16, 20), 256, "resident", 2, "resident"),  # ... nor, unforced, the resident
+        (2, 64, (8, 8), 256, "ring", None, "ring"),
+        (1, 1, (2, 2), 70, "wgmma", 2, "wgmma"),  # one channel, 4 pixels
+        (1, 1, (2, 2), 70, "resident", 2, "resident"),
+        (2, 40, (17, 36), 130, "resident", 2, "resident"),  # 4-byte copies; 3 tiles
+        (2, 40, (6, 10), 130, "wgmma", 2, "wgmma"),  # planes of 60 bytes: 4-byte words
+        (1, 33, (1, 4), 64, "resident", 1, "resident"),  # one chunk of one run, 4 pixels
+        (3, 32, (10, 12), 200, "wgmma", None, "wgmma"),  # 120 pixels on the MMA's 128
     ],
 )
-def test_resident_shapes(
-    n: int, c: int, hw: tuple[int, int], m: int, run: int | None, resident: bool
+def test_form_shapes(
+    n: int, c: int, hw: tuple[int, int], m: int, form: str | None, run: int | None, expected: str
 ) -> None:
     conv = _conv()
-    rng = np.random.default_rng([n, c, m])
+    rng = np.random.default_rng([n, c, m, len(form or "")])
     x = _rand(rng, (n, c, *hw), np.uint8)
     w = _rand(rng, (m, c, 1, 1), np.int8)
     zw = rng.integers(-128, 128, m).astype(np.int32)
-    plan = _pointwise(_check(x, w, 128, zw, options=conv.Options(pointwise_run=run)))
-    assert (plan.run > 0) == (resident and _sm90()), plan
-    if plan.run and run is None:  # chosen: the images' chunks over the SMs once
+    options = conv.Options(pointwise_form=form, pointwise_run=run)
+    plan = _pointwise(_check(x, w, 128, zw, options=options))
+    want = _expected_form(expected)
+    if expected == "wgmma" and want == "ring" and _capability() >= 90 and form is None:
+        want = "resident"  # sm_90 without sm_90a's MMA: the resident form
+    assert plan.form == want, plan
+    if plan.form != "ring" and run is None:  # chosen: the images' chunks over the SMs once
         import cupy
 
         sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        assert plan.tiles == 1 and plan.run == min(plan.mchunks, -(-n * plan.mchunks // sms))
+        assert plan.run == min(plan.mchunks, -(-n * plan.mchunks // sms))
 
 
-def test_resident_form_views_and_kept_filter() -> None:
-    """The resident form on an input view (every other image, planes from the third on) and
-    with a registration's kept filter copy, over repeated calls."""
+@pytest.mark.parametrize(("form", "hw"), [("resident", (6, 10)), ("wgmma", (6, 10))])
+def test_forms_on_views_with_kept_filter(form: str, hw: tuple[int, int]) -> None:
+    """The resident and MMA forms on an input view (every other image, planes from the third
+    on) with a registration's kept filter copy, over repeated calls."""
     import cupy
 
     conv = _conv()
     rng = np.random.default_rng(31)
-    options = conv.Options(pointwise_run=2)
+    options = conv.Options(pointwise_form=form, pointwise_run=2)
     cache: dict[Any, Any] = {}
     w = _rand(rng, (260, 40, 1, 1), np.int8)  # rows of 40 bytes: a padded copy, kept
     w_dev = cupy.asarray(w)
     zw = rng.integers(-128, 128, 260).astype(np.int32)
     for i in range(3):
-        x = _rand(rng, (4, 43, 6, 10), np.uint8)
+        x = _rand(rng, (4, 43, *hw), np.uint8)
         x_dev = cupy.asarray(x)[::2, 3:]
         ran: list[Any] = []
         got = conv.convolution_integer(
             x_dev, w_dev, 100 + i, zw, *_ONE, 1, options, ran=ran, filter_cache=cache
         )
-        _resident(ran[0], 2, 5)
+        _form(ran[0], form, 2, 5)
         want = reference.convolution_integer(x[::2, 3:], w, 100 + i, zw, *_ONE, 1)
         np.testing.assert_array_equal(cupy.asnumpy(got), want)
     assert cache["pointwise"][1][0].shape == (260, 48)
