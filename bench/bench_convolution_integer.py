@@ -204,6 +204,19 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
             )
 
         row["unsplit_registered_ms"] = time_ms(unsplit, inner, reps, 3)
+    if isinstance(ran[0], mod.PointwisePlan):  # each of the pointwise kernel's forms it allows
+        row["pointwise_form"] = ran[0].form
+        row["pointwise_forms_ms"] = {}
+        for form in ("ring", "resident", "wgmma"):
+            form_options = mod.Options(pointwise_form=form)
+            form_ran: list[Any] = []
+            mod.convolution_integer(xs[0], w, 128, zw, *geo, g, form_options, ran=form_ran)
+            if form_ran[0].form == form:
+
+                def formed(i: int, o: Any = form_options) -> Any:
+                    return mod.convolution_integer(xs[i % 3], w, 128, zw, *geo, g, o)
+
+                row["pointwise_forms_ms"][form] = time_ms(formed, inner, reps, 3)
     if c // g < 8 or m // g < 8:  # CUDA-core kernel: also without the next-image prefetch
 
         def variant(options: Any) -> Callable[[int], Any]:
@@ -393,6 +406,14 @@ def main() -> None:
                 + (
                     f"; K unsplit, registered {r['unsplit_registered_ms'] * 1e3:.1f} us"
                     if "unsplit_registered_ms" in r
+                    else ""
+                )
+                + (
+                    f"; the {r['pointwise_form']} form ran; forms: "
+                    + ", ".join(
+                        f"{form} {ms * 1e3:.1f} us" for form, ms in r["pointwise_forms_ms"].items()
+                    )
+                    if "pointwise_forms_ms" in r
                     else ""
                 ),
                 flush=True,
