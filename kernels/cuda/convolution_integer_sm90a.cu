@@ -1036,7 +1036,8 @@ __global__ void __launch_bounds__(256, 1)
                              const unsigned char* __restrict__ w, const int* __restrict__ w_zp,
                              int* __restrict__ out, int M, int C, int HW, int mchunks, int ldw,
                              int x_zp, int zw_all, long long xs_n, long long xs_c, int run,
-                             int runs, int dense) {
+                             int runs, int dense, const unsigned char* __restrict__ wb,
+                             int prepared) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -1062,10 +1063,27 @@ __global__ void __launch_bounds__(256, 1)
     const int first = (blockIdx.x - img * runs) * run;
     const int count = min(run, mchunks - first);
 
-    // Chunk mc's filter rows into filter block b, by this warpgroup: 16-byte pieces, zeros
-    // past M and past C rounded up to 16; one commit group (empty past the run).
+    // Barriers that bulk copies complete: the image's, and each filter block's.
+    __shared__ __align__(8) unsigned long long bar_mem[5];
+    const unsigned image_bar = conv::smem_addr(bar_mem);
+    const unsigned filter_bar = image_bar + 8;
+    if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < 5; ++b) wg::bar_init(image_bar + 8 * b);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    // Chunk mc's filter rows into filter block b, by this warpgroup, one commit group (empty
+    // past the run): `prepared`, one bulk copy of the chunk's block from `wb` (the blocks in
+    // the kernel's order, zero-padded, kept with a registered operator), completing on the
+    // block's barrier; else 16-byte pieces of `w`, zeros past M and past C rounded up to 16.
     auto load_filter = [&](int mc, int b) {
-        if (mc < first + count) {
+        if (prepared && mc < first + count) {
+            if (t128 == 0) {
+                wg::bulk_load(w_base + b * w_bytes, wb + static_cast<long long>(mc) * w_bytes,
+                              static_cast<unsigned>(w_bytes), filter_bar + 8 * b);
+            }
+        } else if (mc < first + count) {
             for (int q = t128; q < 64 * k16s; q += 128) {
                 const int row = q & 63;
                 const int k16 = q >> 6;
@@ -1085,12 +1103,6 @@ __global__ void __launch_bounds__(256, 1)
     {
         const unsigned char* xi = x + img * xs_n;
         if (dense) {
-            __shared__ __align__(8) unsigned long long image_bar_mem;
-            const unsigned image_bar = conv::smem_addr(&image_bar_mem);
-            if (tid == 0) {
-                wg::bar_init(image_bar);
-                asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-            }
             const int bytes = C * HW;
             for (int q = bytes / 4 + tid; q < 32 * ksteps * HW / 4; q += 256) {
                 asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(base + 4 * q), "r"(0u) : "memory");
@@ -1178,10 +1190,15 @@ __global__ void __launch_bounds__(256, 1)
     int acc[BN / 2];
     for (int i = wgi, li = 0; i < count; i += 2, ++li) {
         const int mc = first + i;
-        const unsigned w_mine = w_base + (2 * wgi + (li & 1)) * w_bytes;
-        conv::cp_async_wait<1>();  // this chunk's block (the next one's may still come)
-        wg::fence_proxy_async();   // this thread's filter pieces, visible to the MMAs
-        wg::bar_sync(1 + wgi, 128);
+        const int block = 2 * wgi + (li & 1);
+        const unsigned w_mine = w_base + block * w_bytes;
+        if (prepared) {  // the block's (li / 2)-th copy
+            wg::bar_wait(filter_bar + 8 * block, (li >> 1) & 1);
+        } else {
+            conv::cp_async_wait<1>();  // this chunk's block (the next one's may still come)
+            wg::fence_proxy_async();   // this thread's filter pieces, visible to the MMAs
+            wg::bar_sync(1 + wgi, 128);
+        }
         unsigned zw[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -1290,7 +1307,7 @@ DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1);
 #define DML_WP_INST(WT, XT, ZW, BN)                                                             \
     template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, BN>(                   \
         const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
-        int, int, long long, long long, int, int, int)
+        int, int, long long, long long, int, int, int, const unsigned char*, int)
 DML_WP_INST(signed char, unsigned char, false, 224);
 DML_WP_INST(unsigned char, signed char, true, 256);
 DML_WP_INST(signed char, signed char, true, 64);

@@ -173,6 +173,28 @@ def _filter_rows(
     return made
 
 
+def _filter_blocks(
+    w: Any, q: Any, cache: MutableMapping[Hashable, Any], mchunks: int, kp: int
+) -> Any:
+    """A registered operator's filter in the warpgroup-MMA form's blocks, kept in `cache`:
+    per chunk of 64 output channels, [16-channel block][64 rows][16 bytes], zero-padded to
+    `mchunks` chunks and `kp` channels, so that each chunk comes in as one bulk copy."""
+    import cupy
+
+    key = ("pointwise blocks", w.data.ptr, w.shape, w.strides, str(w.dtype), kp)
+    hit = cache.get("pointwise blocks")
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    rows = cupy.zeros((mchunks * 64, kp), dtype=w.dtype)
+    rows[: q.m, : q.c] = w.reshape(q.m, q.c)
+    blocks = cupy.ascontiguousarray(rows.reshape(mchunks, 64, kp // 16, 16).transpose(0, 2, 1, 3))
+    if hit is None:
+        # Other calls read it from other streams: complete before it is shared.
+        cupy.cuda.get_current_stream().synchronize()
+        cache.setdefault("pointwise blocks", (key, blocks))
+    return blocks
+
+
 def pointwise(
     x: Any,
     w: Any,
@@ -182,7 +204,8 @@ def pointwise(
     cache: MutableMapping[Hashable, Any] | None = None,
 ) -> None:
     """Launch the pointwise kernel for `q` into `out` (N, M, H, W) int32, C-contiguous (the
-    resident form's bulk copies need its rows' starts 16-byte aligned)."""
+    bulk copies of the resident and MMA forms need its rows' starts 16-byte aligned).
+    `cache`: a registered operator's constants, where what the filter needs is kept."""
     rows, ldw, zp_dev = _filter_rows(w, q, cache)
     _, zw_all = zero_point_argument(q.w_zp)
     ints = (q.m, q.c, q.h * q.wd, plan.mchunks, plan.tiles, ldw, wrap32(q.zx), zw_all)
@@ -198,11 +221,17 @@ def pointwise(
             grid=grid, block=block, shared_mem=plan.smem, options=_SM90A_OPTIONS,
         )  # fmt: skip
         sizes = (q.m, q.c, q.h * q.wd, plan.mchunks, ldw, wrap32(q.zx), zw_all)
+        kp = -(-q.c // 32) * 32
         # The image's planes back to back from a 16-byte boundary: one bulk copy an image.
         hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
         dense = xs_c == hw and xs_n % 16 == 0 and x.data.ptr % 16 == 0 and q.c * hw % 16 == 0
         tail = (plan.run, plan.runs, int(dense))
-        kernel(x, rows, zp_dev, out, *map(np.int32, sizes), *strides, *map(np.int32, tail))
+        # A registered operator's filter comes in as one bulk copy a chunk.
+        blocks = None if cache is None else _filter_blocks(w, q, cache, plan.mchunks, kp)
+        kernel(
+            x, rows, zp_dev, out, *map(np.int32, sizes), *strides, *map(np.int32, tail),
+            rows if blocks is None else blocks, np.int32(blocks is not None),
+        )  # fmt: skip
         return
     name = "conv_int_pointwise_resident" if plan.form == "resident" else "conv_int_pointwise"
     kernel = launch(_SOURCE, name, *types, plan.vec16, grid=grid, block=block, shared_mem=plan.smem)

@@ -236,11 +236,13 @@ def test_constant_filter_kept() -> None:
     rng = np.random.default_rng(22)
     cache: dict[Any, Any] = {}
 
+    ring = conv.Options(pointwise_form="ring")
+
     def call(w_dev: Any, w: np.ndarray, zx: int, zw: np.ndarray) -> None:
         x = _rand(rng, (2, w.shape[1], 4, 3), np.uint8)
         ran: list[Any] = []
         got = conv.convolution_integer(
-            cupy.asarray(x), w_dev, zx, zw, *_ONE, 1, ran=ran, filter_cache=cache
+            cupy.asarray(x), w_dev, zx, zw, *_ONE, 1, ring, ran=ran, filter_cache=cache
         )
         _pointwise(ran[0])
         want = reference.convolution_integer(x, w, zx, zw, *_ONE, 1)
@@ -360,27 +362,35 @@ def test_form_shapes(
         assert plan.run == min(plan.mchunks, -(-n * plan.mchunks // sms))
 
 
-@pytest.mark.parametrize(("form", "hw"), [("resident", (6, 10)), ("wgmma", (6, 10))])
-def test_forms_on_views_with_kept_filter(form: str, hw: tuple[int, int]) -> None:
+@pytest.mark.parametrize("run", [1, 2, 3, 8])
+@pytest.mark.parametrize("form", ["resident", "wgmma"])
+def test_forms_on_views_with_kept_filter(form: str, run: int) -> None:
     """The resident and MMA forms on an input view (every other image, planes from the third
-    on) with a registration's kept filter copy, over repeated calls."""
+    on) with a registration's kept filter (a padded copy of its rows; for the MMA form also
+    its blocks, each chunk one bulk copy), over repeated calls with other zero points."""
     import cupy
 
     conv = _conv()
-    rng = np.random.default_rng(31)
-    options = conv.Options(pointwise_form=form, pointwise_run=2)
+    rng = np.random.default_rng([31, run, len(form)])
+    options = conv.Options(pointwise_form=form, pointwise_run=run)
     cache: dict[Any, Any] = {}
-    w = _rand(rng, (260, 40, 1, 1), np.int8)  # rows of 40 bytes: a padded copy, kept
+    w = _rand(rng, (300, 40, 1, 1), np.int8)  # rows of 40 bytes: a padded copy, kept
     w_dev = cupy.asarray(w)
-    zw = rng.integers(-128, 128, 260).astype(np.int32)
+    kept = []
     for i in range(3):
-        x = _rand(rng, (4, 43, *hw), np.uint8)
+        x = _rand(rng, (4, 43, 6, 10), np.uint8)
         x_dev = cupy.asarray(x)[::2, 3:]
+        zw = rng.integers(-128, 128, 300).astype(np.int32)  # per channel, new each call
         ran: list[Any] = []
         got = conv.convolution_integer(
             x_dev, w_dev, 100 + i, zw, *_ONE, 1, options, ran=ran, filter_cache=cache
         )
-        _form(ran[0], form, 2, 5)
+        _form(ran[0], form, run, 5)
         want = reference.convolution_integer(x[::2, 3:], w, 100 + i, zw, *_ONE, 1)
         np.testing.assert_array_equal(cupy.asnumpy(got), want)
-    assert cache["pointwise"][1][0].shape == (260, 48)
+        kept.append(cache.get("pointwise blocks"))
+    assert cache["pointwise"][1][0].shape == (300, 48)
+    if _expected_form(form) == "wgmma":  # 5 chunks of 2 steps of 16-channel blocks
+        assert kept[0][1].shape == (5, 4, 64, 16) and kept[2][1] is kept[0][1]
+    else:
+        assert kept == [None] * 3
