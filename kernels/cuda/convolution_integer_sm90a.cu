@@ -1034,9 +1034,9 @@ template <typename WT, typename XT, bool ZW, int BN>
 __global__ void __launch_bounds__(256, 1)
     conv_int_wgmma_pointwise(const unsigned char* __restrict__ x,
                              const unsigned char* __restrict__ w, const int* __restrict__ w_zp,
-                             int* __restrict__ out, int M, int C, int HW, int mchunks, int ldw,
-                             int x_zp, int zw_all, long long xs_n, long long xs_c, int run,
-                             int runs, int dense, const unsigned char* __restrict__ wb,
+                             int* __restrict__ out, const unsigned char* __restrict__ wb, int M,
+                             int C, int HW, int mchunks, int ldw, int x_zp, int zw_all,
+                             long long xs_n, long long xs_c, int run, int runs, int dense,
                              int prepared) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
@@ -1099,6 +1099,14 @@ __global__ void __launch_bounds__(256, 1)
     // The image as it lies, its channel rows `ld` bytes apart: where its planes lie back to
     // back (16-byte aligned, C HW a multiple of 16), one bulk copy of all of them (ld = HW);
     // else 4-byte copies into rows of BN bytes. Rows past C are zeros.
+    // The warpgroup's first chunk (wgi of the run) into its first block; its second (wgi + 2)
+    // once the image is in.
+    load_filter(first + wgi, 2 * wgi);
+    // Launched as a programmatic dependent (a registered operator's calls, `prepared`), the
+    // grid may start while the grid before it finishes: until here it has read only the kept
+    // filter blocks; the image, the zero points and the output come after that grid.
+    wg::wait_prior_grid();
+    wg::allow_next_grid();
     const int ld = dense ? HW : BN;
     {
         const unsigned char* xi = x + img * xs_n;
@@ -1122,9 +1130,6 @@ __global__ void __launch_bounds__(256, 1)
             conv::cp_async_commit();
         }
     }
-    // The warpgroup's first chunk (wgi of the run) into its first block, after the image
-    // (which every CTA of the grid asks for at once), then its second (wgi + 2).
-    load_filter(first + wgi, 2 * wgi);
     if constexpr (ZW) {
         for (int p = tid; p < BN; p += 256) xsum[p] = 0;
     }
@@ -1306,8 +1311,8 @@ DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1);
 #undef DML_WS_INST
 #define DML_WP_INST(WT, XT, ZW, BN)                                                             \
     template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, BN>(                   \
-        const unsigned char*, const unsigned char*, const int*, int*, int, int, int, int, int, \
-        int, int, long long, long long, int, int, int, const unsigned char*, int)
+        const unsigned char*, const unsigned char*, const int*, int*, const unsigned char*, int, \
+        int, int, int, int, int, int, long long, long long, int, int, int, int)
 DML_WP_INST(signed char, unsigned char, false, 224);
 DML_WP_INST(unsigned char, signed char, true, 256);
 DML_WP_INST(signed char, signed char, true, 64);

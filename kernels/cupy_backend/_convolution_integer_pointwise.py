@@ -21,6 +21,7 @@ import numpy as np
 
 from ._common import (
     INT32_LIMIT,
+    DependentLaunch,
     compute_capability,
     contiguous_planes,
     device_zero_points,
@@ -175,24 +176,27 @@ def _filter_rows(
 
 def _filter_blocks(
     w: Any, q: Any, cache: MutableMapping[Hashable, Any], mchunks: int, kp: int
-) -> Any:
+) -> tuple[Any, bool]:
     """A registered operator's filter in the warpgroup-MMA form's blocks, kept in `cache`:
     per chunk of 64 output channels, [16-channel block][64 rows][16 bytes], zero-padded to
-    `mchunks` chunks and `kp` channels, so that each chunk comes in as one bulk copy."""
+    `mchunks` chunks and `kp` channels, so that each chunk comes in as one bulk copy; and
+    whether they are kept (complete before this call: a kernel may read them before the grid
+    ahead of it in the stream completes)."""
     import cupy
 
     key = ("pointwise blocks", w.data.ptr, w.shape, w.strides, str(w.dtype), kp)
     hit = cache.get("pointwise blocks")
     if hit is not None and hit[0] == key:
-        return hit[1]
+        return hit[1], True
     rows = cupy.zeros((mchunks * 64, kp), dtype=w.dtype)
     rows[: q.m, : q.c] = w.reshape(q.m, q.c)
     blocks = cupy.ascontiguousarray(rows.reshape(mchunks, 64, kp // 16, 16).transpose(0, 2, 1, 3))
-    if hit is None:
-        # Other calls read it from other streams: complete before it is shared.
-        cupy.cuda.get_current_stream().synchronize()
-        cache.setdefault("pointwise blocks", (key, blocks))
-    return blocks
+    if hit is not None:  # another filter's are kept: these are this call's alone
+        return blocks, False
+    # Other calls read it from other streams: complete before it is shared.
+    cupy.cuda.get_current_stream().synchronize()
+    cache.setdefault("pointwise blocks", (key, blocks))
+    return blocks, True
 
 
 def pointwise(
@@ -225,13 +229,17 @@ def pointwise(
         # The image's planes back to back from a 16-byte boundary: one bulk copy an image.
         hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
         dense = xs_c == hw and xs_n % 16 == 0 and x.data.ptr % 16 == 0 and q.c * hw % 16 == 0
-        tail = (plan.run, plan.runs, int(dense))
-        # A registered operator's filter comes in as one bulk copy a chunk.
-        blocks = None if cache is None else _filter_blocks(w, q, cache, plan.mchunks, kp)
-        kernel(
-            x, rows, zp_dev, out, *map(np.int32, sizes), *strides, *map(np.int32, tail),
-            rows if blocks is None else blocks, np.int32(blocks is not None),
-        )  # fmt: skip
+        # A registered operator's filter comes in as one bulk copy a chunk; with its blocks
+        # kept (all the kernel reads before the grid ahead of it completes), the call may
+        # start under the end of that grid.
+        blocks, kept = (
+            (rows, False) if cache is None else _filter_blocks(w, q, cache, plan.mchunks, kp)
+        )
+        tail = (plan.run, plan.runs, int(dense), int(blocks is not rows))
+        scalars = (*map(np.int32, sizes), *strides, *map(np.int32, tail))
+        arrays = (x, rows, zp_dev, out, blocks)
+        if not (kept and DependentLaunch(kernel, scalars, arrays=len(arrays))(*arrays)):
+            kernel(*arrays, *scalars)
         return
     name = "conv_int_pointwise_resident" if plan.form == "resident" else "conv_int_pointwise"
     kernel = launch(_SOURCE, name, *types, plan.vec16, grid=grid, block=block, shared_mem=plan.smem)

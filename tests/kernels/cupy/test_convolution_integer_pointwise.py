@@ -394,3 +394,49 @@ def test_forms_on_views_with_kept_filter(form: str, run: int) -> None:
         assert kept[0][1].shape == (5, 4, 64, 16) and kept[2][1] is kept[0][1]
     else:
         assert kept == [None] * 3
+
+
+def test_registered_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registered calls of the MMA form queued back to back, each reading the bytes the call
+    before it wrote (its int32 output seen as the next call's uint8 input), checked once the
+    whole chain has run. With the filter's blocks kept, each call is launched to start while
+    the grid ahead of it finishes, and must read no input before that grid is done; the chain
+    is queued behind a GPU-side wait, so that the calls meet on the GPU back to back however
+    slowly the host issues them, and the small grids leave most SMs free, so a call that read
+    early would see its input before it was written."""
+    import cupy
+
+    if _expected_form("wgmma") != "wgmma":
+        pytest.skip("the MMA form runs on compute capability 9.0 only")
+    common, conv = launcher("_common"), _conv()
+    dependent: list[bool] = []
+    launch_dependent = common.DependentLaunch.__call__
+
+    def counted(self: Any, *arrays: Any) -> bool:
+        launched = bool(launch_dependent(self, *arrays))
+        dependent.append(launched)
+        return launched
+
+    monkeypatch.setattr(common.DependentLaunch, "__call__", counted)
+    rng = np.random.default_rng(41)
+    n, c, hw, m = 4, 256, 14, 128
+    w = cupy.asarray(_rand(rng, (m, c, 1, 1), np.int8))
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    cache: dict[Any, Any] = {}
+    inputs = [cupy.asarray(_rand(rng, (n, c, hw, hw), np.uint8))]
+    outputs = []
+    spin = common.launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
+    for call in range(8):
+        ran: list[Any] = []
+        out = conv.convolution_integer(inputs[-1], w, 7, zw, *_ONE, 1, ran=ran, filter_cache=cache)
+        _form(ran[0], "wgmma", 1, 2)
+        outputs.append(out)
+        inputs.append(out.view(cupy.uint8).ravel()[: n * c * hw * hw].reshape(n, c, hw, hw))
+        if call == 0:  # the blocks are kept now; the rest of the chain waits on the GPU
+            cupy.cuda.Device().synchronize()
+            spin(np.int64(30_000_000))
+    w_host = cupy.asnumpy(w)
+    for x, out in zip(inputs, outputs, strict=False):
+        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *_ONE, 1)
+        np.testing.assert_array_equal(cupy.asnumpy(out), want)
+    assert dependent == [True] * 8  # the first call's blocks are complete before it launches
