@@ -36,6 +36,38 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+// 4-byte global->shared copy through L1; src_bytes = 0 fills the destination with zeros.
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+// sm_90's bulk copies shared->global (addresses and size 16-byte multiples), committed as a
+// group of this thread's; wait_read: this thread's copies have read their shared memory (it
+// may be written again). The kernels that use them run on sm_90 and later only.
+__device__ __forceinline__ void bulk_store(void* dst, unsigned src, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_read() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+// Ordinary and cp.async writes to shared memory, made visible to the async proxy (bulk
+// copies, the warpgroup MMA's reads).
+__device__ __forceinline__ void fence_proxy_async() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void st_shared16(unsigned dst, unsigned v) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(v));
 }

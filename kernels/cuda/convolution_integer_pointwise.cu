@@ -42,11 +42,6 @@ __device__ __forceinline__ int pw_tile_offset(int row, int col) {
     return row * PW_PIXELS + (((col >> 4) ^ (2 * ((row >> 2) & 3))) << 4) + (col & 15);
 }
 
-__device__ __forceinline__ void pw_copy4(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes));
-}
-
 // Stage `ks` of the tile (channels 32 ks .., pixels p0 .. p0 + 255 of the image at `xi`) into
 // shared memory at `stage`; past C or HW: zeros. Thread: row tid / 8; VEC16: 16-byte chunks
 // tid % 8 and + 8; else 4-byte words tid % 8 + 8 k.
@@ -68,7 +63,7 @@ __device__ __forceinline__ void pw_stage(unsigned stage, const unsigned char* xi
         for (int k = 0; k < 8; ++k) {
             const int col = 4 * ((threadIdx.x & 7) + 8 * k);
             const bool in = c < C && p0 + col < HW;
-            pw_copy4(stage + pw_tile_offset(row, col), in ? src + col : xi, in ? 4 : 0);
+            conv::cp_async4(stage + pw_tile_offset(row, col), in ? src + col : xi, in ? 4 : 0);
         }
     }
 }
@@ -320,31 +315,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
 // channel row's start and length are then 16-byte multiples); the input as the kernel above.
 // Grid: one CTA per (image, 256-pixel tile, run of `run` chunks), the run fastest; dynamic
 // shared memory PWR_STAGED + ceil(C / 32) PW_STAGE_BYTES + 2 * 64 (ceil(C / 32) 32 + 16).
-constexpr int PWR_STAGED = 64 * PW_OUT_ROW * 4;  // a chunk's 64 output rows
-
-__device__ __forceinline__ void pw_bulk_store(void* dst, unsigned src, int bytes) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
-                 "r"(src), "r"(bytes)
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void pw_bulk_commit() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
-}
-// This thread's bulk copies have read their shared memory (it may be written again).
-__device__ __forceinline__ void pw_bulk_wait_read() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pw_fence_proxy_async() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
+[[maybe_unused]] constexpr int PWR_STAGED = 64 * PW_OUT_ROW * 4;  // a chunk's 64 output rows
 
 template <typename WT, typename XT, bool ZW, bool VEC16>
 __global__ void __launch_bounds__(PW_WARPS * 32, 1)
@@ -354,6 +325,9 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 1)
                                 int C, int HW, int mchunks, int tiles, int ldw, int x_zp,
                                 int zw_all, long long xs_n, long long xs_c, int run,
                                 int runs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // no bulk copies: the launcher sends work here on sm_90 and later only
+#else
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     constexpr bool XS = conv::is_signed_byte<XT>::value;
     extern __shared__ __align__(128) unsigned char pw_smem[];
@@ -422,7 +396,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 1)
         if (ZW && i == 0) pw_pixel_sums(xsum, sa, sb);
         // The staged rows are free once the last chunk's bulk copies have read them; every
         // warp is done with this chunk's filter buffer, which takes chunk i + 2's rows.
-        if (warp == 0) pw_bulk_wait_read();
+        if (warp == 0) conv::bulk_wait_read();
         __syncthreads();
         if (i + 2 < count) {
             pw_filter_rows(w_base + buf * w_bytes, w, ldw, mc + 2, M, row_chunks, c16, w_row);
@@ -441,23 +415,27 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 1)
             pw_stage_out<ZW>(acc, mt, 16 * mt, bias, zw[mt], sa, sb, staged, ld, pixels);
         }
         conv::cp_async_wait<1>();  // chunk i + 1's filter rows (committed a chunk ago)
-        pw_fence_proxy_async();    // the staged rows, visible to the bulk copies
+        conv::fence_proxy_async();    // the staged rows, visible to the bulk copies
         __syncthreads();
         if (warp == 0) {
             const int rows = min(64, M - mc * 64);
             int* const dst = out_tile + static_cast<long long>(mc) * 64 * HW;
             if (whole) {  // the chunk's rows lie back to back in the output: one copy
-                if (lane == 0) pw_bulk_store(dst, staged_base, rows * HW * 4);
+                if (lane == 0) {
+                    conv::bulk_store(dst, staged_base, static_cast<unsigned>(rows * HW * 4));
+                }
             } else {
                 for (int row = lane; row < rows; row += 32) {
-                    pw_bulk_store(dst + static_cast<long long>(row) * HW,
-                                  staged_base + row * PW_OUT_ROW * 4, pixels * 4);
+                    conv::bulk_store(dst + static_cast<long long>(row) * HW,
+                                  staged_base + row * PW_OUT_ROW * 4,
+                                     static_cast<unsigned>(pixels * 4));
                 }
             }
-            pw_bulk_commit();
+            conv::bulk_commit();
         }
     }
-    if (warp == 0) pw_bulk_wait_read();  // the shared memory outlives the copies' reads
+    if (warp == 0) conv::bulk_wait_read();  // the shared memory outlives the copies' reads
+#endif
 }
 
 }  // namespace dml

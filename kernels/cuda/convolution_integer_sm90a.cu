@@ -42,10 +42,6 @@ __device__ __forceinline__ void fence_operands(int (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
-// Ordinary and cp.async writes to shared memory, made visible to the tensor cores' reads.
-__device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 
 // wgmma m64nNk32, its N / 2 accumulators d[0..N/2) as "+r" operands %0.., then the two
 // descriptors and the scale-d flag (1: accumulate).
@@ -247,7 +243,7 @@ __global__ void __launch_bounds__(BM * 2)
     }
     for (int kt = 0; kt < KT; ++kt) {
         conv::cp_async_wait<STAGES - 3>();
-        wg::fence_proxy_async();
+        conv::fence_proxy_async();
         __syncthreads();
         // The stage refilled now was last read by the wgmma group of tile kt - 2, which every
         // warpgroup waited for (wait_group 1 in iteration kt - 1) before the barrier above.
@@ -823,12 +819,12 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             }
             __syncthreads();
             gather(ct, v0);
-            wg::fence_proxy_async();  // published by the barrier of the tile's first chunk
+            conv::fence_proxy_async();  // published by the barrier of the tile's first chunk
         }
         for (int kc = 0; kc < ct.nk; ++kc, ++it) {
             conv::cp_async_wait<STAGES - 2>();
             wg::bar_wait(full_bar + (it % STAGES) * 8, (it / STAGES) & 1);
-            wg::fence_proxy_async();
+            conv::fence_proxy_async();
             // every thread's part of the stage (the transformed input's run), or of the tile's
             // gathered run, visible to every warpgroup's MMAs; the filter's bulk copy is
             // complete once its barrier is
@@ -1000,8 +996,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 // group, HW <= BN pixels a multiple of 4, the input's (n, c) planes contiguous with 4-byte
 // aligned words. Such layers store 4 M bytes a pixel against C read: the output's stores are
 // the time, and the kernel is built to keep them going. A CTA takes one image and a run of
-// `run` consecutive chunks of 64 output channels. It copies the image in (cp.async, its
-// channel rows BN bytes apart, where the staging blocks will be) and transposes it once into
+// `run` consecutive chunks of 64 output channels. It copies the image in where the staging
+// blocks will be (one bulk copy where its planes lie back to back, else 4-byte copies into
+// rows of BN bytes) and transposes it once into
 // the K-major form the MMA reads ([16-channel block][BN pixels][16 bytes], no swizzle), its
 // pixel sums beside it. Its two warpgroups then take the run's chunks in turn; each keeps two
 // of its chunks' filter blocks ([16-channel block][64 rows][16 bytes]) in flight ahead of its
@@ -1015,18 +1012,6 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 namespace wg {
 __device__ __forceinline__ void bar_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bulk_store(void* dst, unsigned src, unsigned bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
-                 "r"(src), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// This thread's bulk copies have read their shared memory (it may be written again).
-__device__ __forceinline__ void bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 }  // namespace wg
 
@@ -1096,17 +1081,18 @@ __global__ void __launch_bounds__(256, 1)
         }
         conv::cp_async_commit();
     };
+    // The warpgroup's first chunk (wgi of the run) into its first block; its second (wgi + 2)
+    // once the image is in. Launched as a programmatic dependent (a registered operator's
+    // calls, `prepared`), the grid may start while the grid before it finishes: until the
+    // wait it reads only the kept filter blocks; the filter rows, the image, the zero points
+    // and the output come after that grid.
+    if (prepared) load_filter(first + wgi, 2 * wgi);
+    wg::wait_prior_grid();
+    wg::allow_next_grid();
+    if (!prepared) load_filter(first + wgi, 2 * wgi);
     // The image as it lies, its channel rows `ld` bytes apart: where its planes lie back to
     // back (16-byte aligned, C HW a multiple of 16), one bulk copy of all of them (ld = HW);
     // else 4-byte copies into rows of BN bytes. Rows past C are zeros.
-    // The warpgroup's first chunk (wgi of the run) into its first block; its second (wgi + 2)
-    // once the image is in.
-    load_filter(first + wgi, 2 * wgi);
-    // Launched as a programmatic dependent (a registered operator's calls, `prepared`), the
-    // grid may start while the grid before it finishes: until here it has read only the kept
-    // filter blocks; the image, the zero points and the output come after that grid.
-    wg::wait_prior_grid();
-    wg::allow_next_grid();
     const int ld = dense ? HW : BN;
     {
         const unsigned char* xi = x + img * xs_n;
@@ -1124,8 +1110,7 @@ __global__ void __launch_bounds__(256, 1)
                 const int c = q / WORDS;
                 const int pw = q - c * WORDS;
                 const bool in = c < C && 4 * pw < HW;
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(base + 4 * q),
-                             "l"(in ? xi + c * xs_c + 4 * pw : xi), "r"(in ? 4 : 0));
+                conv::cp_async4(base + 4 * q, in ? xi + c * xs_c + 4 * pw : xi, in ? 4 : 0);
             }
             conv::cp_async_commit();
         }
@@ -1184,7 +1169,7 @@ __global__ void __launch_bounds__(256, 1)
             }
         }
     }
-    wg::fence_proxy_async();  // the image and the filter blocks, visible to the MMAs
+    conv::fence_proxy_async();  // the image and the filter blocks, visible to the MMAs
     __syncthreads();          // (and the raw image read: the staging blocks are free)
 
     const int warp = t128 >> 5;  // of the warpgroup: rows 16 warp + lane / 4 and + 8
@@ -1201,7 +1186,7 @@ __global__ void __launch_bounds__(256, 1)
             wg::bar_wait(filter_bar + 8 * block, (li >> 1) & 1);
         } else {
             conv::cp_async_wait<1>();  // this chunk's block (the next one's may still come)
-            wg::fence_proxy_async();   // this thread's filter pieces, visible to the MMAs
+            conv::fence_proxy_async();   // this thread's filter pieces, visible to the MMAs
             wg::bar_sync(1 + wgi, 128);
         }
         unsigned zw[2];
@@ -1241,7 +1226,7 @@ __global__ void __launch_bounds__(256, 1)
         wg::fence_operands(acc);
         // The staging block is free once the warpgroup's last copy has read it; the filter
         // block once every warp's MMAs are done: then the chunk two after the next comes in.
-        if (t128 == 0) wg::bulk_wait_read();
+        if (t128 == 0) conv::bulk_wait_read();
         wg::bar_sync(1 + wgi, 128);
         load_filter(mc + 4, 2 * wgi + (li & 1));
         // Fragment layout: per n8 block j, columns 8 j + 2 t + {0, 1} of rows g and g + 8.
@@ -1262,16 +1247,16 @@ __global__ void __launch_bounds__(256, 1)
                 }
             }
         }
-        wg::fence_proxy_async();  // the staged rows, visible to the bulk copy
+        conv::fence_proxy_async();  // the staged rows, visible to the bulk copy
         wg::bar_sync(1 + wgi, 128);
         if (t128 == 0) {
             const int rows = min(64, M - mc * 64);
-            wg::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW, staged_addr,
+            conv::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW, staged_addr,
                            static_cast<unsigned>(rows * HW * 4));
-            wg::bulk_commit();
+            conv::bulk_commit();
         }
     }
-    if (t128 == 0) wg::bulk_wait_read();  // the shared memory outlives the copies' reads
+    if (t128 == 0) conv::bulk_wait_read();  // the shared memory outlives the copies' reads
 #endif
 }
 

@@ -47,6 +47,7 @@ __all__ = [
     "plan_cache",
     "sm_count",
     "compute_capability",
+    "max_shared_memory",
     "wrap32",
     "contiguous_planes",
     "plane_alignment",
@@ -238,6 +239,21 @@ def sm_count() -> int:
     import cupy
 
     return _sm_count(cupy.cuda.Device().id)
+
+
+@functools.cache
+def _max_shared_memory(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+def max_shared_memory() -> int:
+    """The most shared memory (static and dynamic) one CTA may take on the current device
+    (227 KB on sm_90, 99 KB on sm_86/89/120)."""
+    import cupy
+
+    return _max_shared_memory(cupy.cuda.Device().id)
 
 
 @functools.cache

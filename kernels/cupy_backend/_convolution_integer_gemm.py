@@ -48,8 +48,8 @@ _SHIFT_KERNELS = ("wgmma_shift", "wgmma_shift_gather")
 
 _SOURCE = "convolution_integer.cu"  # mma.sync GEMM
 _PREP_SOURCE = "convolution_integer_prep.cu"  # the operands' layouts, the input's frame
-_SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
-_SM90A_OPTIONS = ("-arch=sm_90a",)
+SM90A_SOURCE = "convolution_integer_sm90a.cu"  # wgmma GEMM; PTX that only sm_90a runs
+SM90A_OPTIONS = ("-arch=sm_90a",)
 # Filter prep: the largest row (bytes) it stages in shared memory: the default limit (48 KB, no
 # opt-in) less the kernel's static shared memory (its 32 partial sums); launched with the input
 # prep, whose blocks then hold as much, 20 KB.
@@ -622,13 +622,13 @@ def _plan(
         body = max(stages * (bm + bn) * 64, bm * (bn + 4) * 4)  # stages, or the staging tile
         smem = body + 1024 + bn * 12
         gemm = launch(
-            _SM90A_SOURCE,
+            SM90A_SOURCE,
             "conv_int_wgmma",
             *template,
             grid=grid,
             block=(2 * bm, 1, 1),
             shared_mem=smem,
-            options=_SM90A_OPTIONS,
+            options=SM90A_OPTIONS,
         )
         ints: tuple[int, ...] = (hpad, wpad, q.ow, q.s, q.sh, q.sw, q.dh, q.dw)
         gemm_args: tuple[Any, ...] = tuple(np.int32(v) for v in (*ints, *tail))
@@ -753,13 +753,13 @@ def _shift_plan(
         where is not None, q.sh, q.sw,
     )  # fmt: skip
     gemm = launch(
-        _SM90A_SOURCE,
+        SM90A_SOURCE,
         "conv_int_wgmma_shift",
         *template,
         grid=(min(tiles, sms * per_sm), 1, 1),
         block=(128 * wm * wn, 1, 1),
         shared_mem=smem,
-        options=_SM90A_OPTIONS,
+        options=SM90A_OPTIONS,
     )
     ints = (q.n, hv, wv, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
     h, wd, ph, pw, cg, zx4, sn, sc, lo, hi = where or (0,) * 10

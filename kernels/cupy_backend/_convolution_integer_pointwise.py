@@ -7,10 +7,13 @@ output directly. Each CTA copies its filter rows into shared memory and sums the
 call prepares nothing where the filter's rows lie as 16-byte multiples; otherwise a padded copy
 is made (and kept with a registered operator's constants).
 
-Two forms: a CTA per 64 output channels that streams its input through a ring of stages, and,
-on sm_90 where many output channels share each input byte, a resident form whose CTA keeps its
-input in shared memory for a run of output-channel chunks and lets each chunk's stores drain
-(bulk copies) while the next chunk's MMAs run."""
+Three forms: the ring form, a CTA per 64 output channels streaming its input through a ring of
+stages; and, where many output channels share each input byte, two whose CTA keeps its input
+in shared memory for a run of output-channel chunks and lets each chunk's output drain (bulk
+copies) while the next chunk's MMAs run: the resident form (mma.sync, sm_90 and later) and,
+for images of one tile on sm_90, the warpgroup-MMA form (`convolution_integer_sm90a.cu`),
+which keeps a registered operator's filter as its blocks and launches its calls as
+programmatic dependents."""
 
 from __future__ import annotations
 
@@ -26,11 +29,13 @@ from ._common import (
     contiguous_planes,
     device_zero_points,
     launch,
+    max_shared_memory,
     plane_alignment,
     sm_count,
     wrap32,
     zero_point_argument,
 )
+from ._convolution_integer_gemm import SM90A_OPTIONS, SM90A_SOURCE
 
 __all__ = ["PointwisePlan", "pointwise", "pointwise_plan"]
 
@@ -41,15 +46,13 @@ _PIXELS = 256  # pixels of one image a CTA forms (PW_PIXELS)
 # PW_HEAD + PW_BODY: the rows' constants, then 4 stages of 32 channel rows or 32 staged int32
 # output rows of 256 + 4 pixels; the filter rows follow.
 _SMEM_FIXED = 512 + max(4 * 32 * _PIXELS, 32 * (_PIXELS + 4) * 4)
-_SMEM_LIMIT = 227 * 1024  # an sm_90 CTA's shared memory
 # The resident form's PWR_STAGED (64 staged output rows); the whole tile's input (32 channel
 # rows of 256 bytes a step) and two chunks' filter rows follow.
 _RESIDENT_FIXED = 64 * (_PIXELS + 4) * 4
-# The warpgroup-MMA form (convolution_integer_sm90a.cu): its pixel widths (the MMA's N) and
-# its source.
+# The warpgroup-MMA form: its pixel widths (the MMA's N), and its static shared memory (five
+# barriers, room for the dynamic block's alignment).
 _WGMMA_WIDTHS = (64, 128, 224, 256)
-_SM90A_SOURCE = "convolution_integer_sm90a.cu"
-_SM90A_OPTIONS = ("-arch=sm_90a",)
+_WGMMA_STATIC = 128
 
 Form = Literal["ring", "resident", "wgmma"]
 
@@ -76,21 +79,27 @@ class PointwisePlan(NamedTuple):
         return -(-self.mchunks // self.run)
 
 
-def _forms(plan: PointwisePlan, n: int, c: int, hw: int) -> dict[Form, PointwisePlan]:
-    """The forms that can run `plan`'s shape on the current device, each with its shared
-    memory and pixel width (a run of one chunk; the caller picks the run)."""
+def _steps(c: int) -> int:
+    """Channels rounded up to the MMAs' K step of 32."""
+    return -(-c // 32) * 32
+
+
+def _forms(plan: PointwisePlan, c: int, hw: int, limit: int) -> dict[Form, PointwisePlan]:
+    """The forms that can run `plan`'s shape on the current device (`limit`: its shared
+    memory a CTA), each with its shared memory and pixel width (a run of one chunk; the
+    caller picks the run)."""
     forms: dict[Form, PointwisePlan] = {"ring": plan}
-    kp = -(-c // 32) * 32  # channels, rounded up to the MMA's K step
+    kp = _steps(c)
     cc = compute_capability()
     if cc < 90:  # bulk copies
         return forms
     resident = _RESIDENT_FIXED + kp * _PIXELS + 2 * 64 * (kp + 16)
-    if resident <= _SMEM_LIMIT:  # C up to 416
+    if resident <= limit:  # C up to 416 on sm_90
         forms["resident"] = plan._replace(form="resident", smem=resident)
     if cc == 90 and plan.tiles == 1:  # sm_90a's warpgroup MMA; an image of one tile
         width = next(v for v in _WGMMA_WIDTHS if v >= hw)
-        smem = max(2 * 64 * hw * 4, kp * width) + kp * width + 4 * 64 * kp + 4 * width + 128
-        if smem <= _SMEM_LIMIT:
+        smem = max(2 * 64 * hw * 4, kp * width) + kp * width + 4 * 64 * kp + 4 * width
+        if smem + _WGMMA_STATIC <= limit:
             forms["wgmma"] = plan._replace(form="wgmma", smem=smem, width=width)
     return forms
 
@@ -118,13 +127,14 @@ def pointwise_plan(
         return None
     mchunks = -(-q.m // _M_CHUNK)
     tiles = -(-hw // _PIXELS)
-    smem = _SMEM_FIXED + 64 * (-(-c // 32) * 32 + 16)
+    smem = _SMEM_FIXED + 64 * (_steps(c) + 16)
     if n * tiles * mchunks > INT32_LIMIT or max(hw, c) > INT32_LIMIT - _PIXELS:
         return None
-    if smem > _SMEM_LIMIT:  # filter rows longer than about 2,600 channels
+    limit = max_shared_memory()
+    if smem > limit:  # on sm_90, filter rows longer than about 2,600 channels
         return None
     forms = _forms(
-        PointwisePlan(mchunks, tiles, alignment >= 16, bool(q.w_zp.any()), smem), n, c, hw
+        PointwisePlan(mchunks, tiles, alignment >= 16, bool(q.w_zp.any()), smem), c, hw, limit
     )
     if form is None:
         # A chunk a tile, or several tiles an image (a bulk copy a row): the ring form.
@@ -212,39 +222,68 @@ def pointwise(
     `cache`: a registered operator's constants, where what the filter needs is kept."""
     rows, ldw, zp_dev = _filter_rows(w, q, cache)
     _, zw_all = zero_point_argument(q.w_zp)
-    ints = (q.m, q.c, q.h * q.wd, plan.mchunks, plan.tiles, ldw, wrap32(q.zx), zw_all)
-    strides = tuple(map(np.int64, x.strides[:2]))
-    grid = (q.n * plan.tiles * plan.runs, 1, 1)
-    block = (_WARPS * 32, 1, 1)
-    types = (w.dtype, x.dtype, plan.zw_any)
     if plan.form != "ring" and out.data.ptr % 16:
         raise ValueError("the pointwise kernel's bulk copies need a 16-byte aligned output")
     if plan.form == "wgmma":
-        kernel = launch(
-            _SM90A_SOURCE, "conv_int_wgmma_pointwise", *types, plan.width,
-            grid=grid, block=block, shared_mem=plan.smem, options=_SM90A_OPTIONS,
-        )  # fmt: skip
-        sizes = (q.m, q.c, q.h * q.wd, plan.mchunks, ldw, wrap32(q.zx), zw_all)
-        kp = -(-q.c // 32) * 32
-        # The image's planes back to back from a 16-byte boundary: one bulk copy an image.
-        hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
-        dense = xs_c == hw and xs_n % 16 == 0 and x.data.ptr % 16 == 0 and q.c * hw % 16 == 0
-        # A registered operator's filter comes in as one bulk copy a chunk; with its blocks
-        # kept (all the kernel reads before the grid ahead of it completes), the call may
-        # start under the end of that grid.
-        blocks, kept = (
-            (rows, False) if cache is None else _filter_blocks(w, q, cache, plan.mchunks, kp)
-        )
-        tail = (plan.run, plan.runs, int(dense), int(blocks is not rows))
-        scalars = (*map(np.int32, sizes), *strides, *map(np.int32, tail))
-        arrays = (x, rows, zp_dev, out, blocks)
-        if not (kept and DependentLaunch(kernel, scalars, arrays=len(arrays))(*arrays)):
-            kernel(*arrays, *scalars)
+        _mma_form(x, w, out, q, plan, (rows, zp_dev), (ldw, zw_all), cache)
         return
+    ints = (q.m, q.c, q.h * q.wd, plan.mchunks, plan.tiles, ldw, wrap32(q.zx), zw_all)
+    strides = tuple(map(np.int64, x.strides[:2]))
     name = "conv_int_pointwise_resident" if plan.form == "resident" else "conv_int_pointwise"
-    kernel = launch(_SOURCE, name, *types, plan.vec16, grid=grid, block=block, shared_mem=plan.smem)
+    kernel = launch(
+        _SOURCE, name, w.dtype, x.dtype, plan.zw_any, plan.vec16,
+        grid=(q.n * plan.tiles * plan.runs, 1, 1), block=(_WARPS * 32, 1, 1),
+        shared_mem=plan.smem,
+    )  # fmt: skip
     if plan.form == "resident":
         runs = (plan.run, plan.runs)
         kernel(x, rows, zp_dev, out, *map(np.int32, ints), *strides, *map(np.int32, runs))
     else:
         kernel(x, rows, zp_dev, out, *map(np.int32, ints), *strides)
+
+
+def _mma_form(
+    x: Any,
+    w: Any,
+    out: Any,
+    q: Any,
+    plan: PointwisePlan,
+    filter_arrays: tuple[Any, Any],
+    filter_ints: tuple[int, int],
+    cache: MutableMapping[Hashable, Any] | None,
+) -> None:
+    """Launch the warpgroup-MMA form: `filter_arrays` (the filter rows, the per-channel zero
+    points) and `filter_ints` (the rows' pitch, the shared zero point) as `_filter_rows` and
+    `zero_point_argument` give them. A registered operator's filter (`cache` given) comes in
+    as one bulk copy a chunk of its kept blocks; with those complete before the call (all the
+    kernel reads before the grid ahead of it in the stream completes), the call is launched
+    as a programmatic dependent, its launch kept with the blocks."""
+    rows, zp_dev = filter_arrays
+    ldw, zw_all = filter_ints
+    hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
+    # The image's planes back to back from a 16-byte boundary: one bulk copy an image.
+    dense = xs_c == hw and xs_n % 16 == 0 and x.data.ptr % 16 == 0 and q.c * hw % 16 == 0
+    prepared = cache is not None
+    blocks, kept = rows, False
+    if cache is not None:
+        blocks, kept = _filter_blocks(w, q, cache, plan.mchunks, _steps(q.c))
+    kernel = launch(
+        SM90A_SOURCE, "conv_int_wgmma_pointwise", w.dtype, x.dtype, plan.zw_any, plan.width,
+        grid=(q.n * plan.runs, 1, 1), block=(_WARPS * 32, 1, 1), shared_mem=plan.smem,
+        options=SM90A_OPTIONS,
+    )  # fmt: skip
+    ints = (q.m, q.c, hw, plan.mchunks, ldw, wrap32(q.zx), zw_all)
+    tail = (plan.run, plan.runs, int(dense), int(prepared))
+    scalars = (*map(np.int32, ints), np.int64(xs_n), np.int64(xs_c), *map(np.int32, tail))
+    arrays = (x, rows, zp_dev, out, blocks)
+    if kept and cache is not None:
+        key = ("pointwise launch", kernel.grid, kernel.shared_mem, ints, xs_n, xs_c, tail)
+        hit = cache.get("pointwise launch")
+        if hit is not None and hit[0] == key:
+            dependent: DependentLaunch = hit[1]
+        else:  # packing the scalars costs more host time than the launch: kept for the next
+            dependent = DependentLaunch(kernel, scalars, arrays=len(arrays))
+            cache["pointwise launch"] = (key, dependent)
+        if dependent(*arrays):
+            return
+    kernel(*arrays, *scalars)

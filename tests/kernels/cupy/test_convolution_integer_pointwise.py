@@ -336,7 +336,8 @@ def test_forms(xt: Any, wt: Any, zp_mode: str, run: int, form: str, hw: tuple[in
         (1, 1, (2, 2), 70, "wgmma", 2, "wgmma"),  # one channel, 4 pixels
         (1, 1, (2, 2), 70, "resident", 2, "resident"),
         (2, 40, (17, 36), 130, "resident", 2, "resident"),  # 4-byte copies; 3 tiles
-        (2, 40, (6, 10), 130, "wgmma", 2, "wgmma"),  # planes of 60 bytes: 4-byte words
+        (2, 41, (6, 10), 130, "wgmma", 2, "wgmma"),  # C HW not a multiple of 16: 4-byte copies
+        (1, 256, (4, 53), 128, None, None, "wgmma"),  # 212 pixels: shared memory to the byte
         (1, 33, (1, 4), 64, "resident", 1, "resident"),  # one chunk of one run, 4 pixels
         (3, 32, (10, 12), 200, "wgmma", None, "wgmma"),  # 120 pixels on the MMA's 128
     ],
@@ -394,6 +395,33 @@ def test_forms_on_views_with_kept_filter(form: str, run: int) -> None:
         assert kept[0][1].shape == (5, 4, 64, 16) and kept[2][1] is kept[0][1]
     else:
         assert kept == [None] * 3
+
+
+def test_mma_form_kept_blocks_over_a_long_run() -> None:
+    """A registered operator's kept blocks over a run of 10 chunks (each warpgroup's two
+    blocks filled three times: their barriers' phases wrap), then a call with another filter
+    while those are kept (its blocks made for the call alone, launched as usual)."""
+    import cupy
+
+    conv = _conv()
+    rng = np.random.default_rng(43)
+    options = conv.Options(pointwise_form="wgmma", pointwise_run=10)
+    cache: dict[Any, Any] = {}
+    zw = rng.integers(-128, 128, 640).astype(np.int32)
+    filters = [_rand(rng, (640, 64, 1, 1), np.int8) for _ in range(2)]
+    devices = [cupy.asarray(w) for w in filters]
+    for w, w_dev in zip(filters, devices, strict=True):
+        for _ in range(2):
+            x = _rand(rng, (2, 64, 6, 10), np.uint8)
+            ran: list[Any] = []
+            got = conv.convolution_integer(
+                cupy.asarray(x), w_dev, 9, zw, *_ONE, 1, options, ran=ran, filter_cache=cache
+            )
+            _form(ran[0], "wgmma", 10, 10)
+            want = reference.convolution_integer(x, w, 9, zw, *_ONE, 1)
+            np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    if _expected_form("wgmma") == "wgmma":  # the first filter's blocks stay kept
+        assert cache["pointwise blocks"][0][1] == devices[0].data.ptr
 
 
 def test_registered_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyPatch) -> None:
