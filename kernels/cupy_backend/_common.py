@@ -228,24 +228,17 @@ def grid_for(threads: int, block: int = BLOCK) -> tuple[int, int, int]:
 
 
 @functools.cache
-def _sm_count(device_id: int) -> int:
+def _attribute(device_id: int, name: str) -> int:
     import cupy
 
-    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
+    return int(cupy.cuda.Device(device_id).attributes[name])
 
 
 def sm_count() -> int:
     """Multiprocessors of the current CUDA device."""
     import cupy
 
-    return _sm_count(cupy.cuda.Device().id)
-
-
-@functools.cache
-def _max_shared_memory(device_id: int) -> int:
-    import cupy
-
-    return int(cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
+    return _attribute(cupy.cuda.Device().id, "MultiProcessorCount")
 
 
 def max_shared_memory() -> int:
@@ -253,7 +246,7 @@ def max_shared_memory() -> int:
     (227 KB on sm_90, 99 KB on sm_86/89/120)."""
     import cupy
 
-    return _max_shared_memory(cupy.cuda.Device().id)
+    return _attribute(cupy.cuda.Device().id, "MaxSharedMemoryPerBlockOptin")
 
 
 @functools.cache
