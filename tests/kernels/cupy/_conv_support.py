@@ -1,5 +1,6 @@
 """Shared pieces of the CuPy CONVOLUTION_INTEGER tests: the signedness pairs, random int8 data
-and zero points, and one call of ours beside the NumPy reference (with what ran)."""
+and zero points, one call of ours beside the NumPy reference (with what ran), and chains of
+registered calls through memory with a record of their dependent launches."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 from dmlserve.kernels import reference
 
@@ -92,3 +94,39 @@ def check(
     np.testing.assert_array_equal(got, want)
     (what,) = ran
     return what
+
+
+def dependent_launches(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """A list that gets, for each programmatic dependent launch asked for from now on, whether
+    the driver launched it (each still launches as it would)."""
+    common = launcher("_common")
+    record: list[bool] = []
+    launch_dependent = common.DependentLaunch.__call__
+
+    def counted(self: Any, *arrays: Any) -> bool:
+        launched = bool(launch_dependent(self, *arrays))
+        record.append(launched)
+        return launched
+
+    monkeypatch.setattr(common.DependentLaunch, "__call__", counted)
+    return record
+
+
+def chained_calls(call: Callable[[Any], Any], first: Any, calls: int = 8) -> list[tuple[Any, Any]]:
+    """`call` on `first`, then `calls - 1` times on the bytes the call before wrote (its int32
+    output seen as an input of `first`'s shape and type); after the first call, which keeps
+    what the operator keeps, the rest are queued behind a GPU-side wait, so that they meet on
+    the GPU back to back however slowly the host issues them. The (input, output) pairs."""
+    import cupy
+
+    spin = launcher("_common").launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
+    pairs: list[tuple[Any, Any]] = []
+    x = first
+    for i in range(calls):
+        out = call(x)
+        pairs.append((x, out))
+        x = out.view(first.dtype).ravel()[: first.size].reshape(first.shape)
+        if i == 0:
+            cupy.cuda.Device().synchronize()
+            spin(np.int64(30_000_000))
+    return pairs

@@ -11,7 +11,7 @@ import pytest
 
 from dmlserve.kernels import reference
 
-from ._conv_support import PAIRS, check, run_both, zero_points
+from ._conv_support import PAIRS, chained_calls, check, dependent_launches, run_both, zero_points
 from ._conv_support import random_int8 as _rand
 from ._conv_support import random_zero_point as _zp
 from ._support import launcher
@@ -436,35 +436,23 @@ def test_registered_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyP
 
     if _expected_form("wgmma") != "wgmma":
         pytest.skip("the MMA form runs on compute capability 9.0 only")
-    common, conv = launcher("_common"), _conv()
-    dependent: list[bool] = []
-    launch_dependent = common.DependentLaunch.__call__
-
-    def counted(self: Any, *arrays: Any) -> bool:
-        launched = bool(launch_dependent(self, *arrays))
-        dependent.append(launched)
-        return launched
-
-    monkeypatch.setattr(common.DependentLaunch, "__call__", counted)
+    conv = _conv()
+    dependent = dependent_launches(monkeypatch)
     rng = np.random.default_rng(41)
     n, c, hw, m = 4, 256, 14, 128
     w = cupy.asarray(_rand(rng, (m, c, 1, 1), np.int8))
     zw = rng.integers(-128, 128, m).astype(np.int32)
     cache: dict[Any, Any] = {}
-    inputs = [cupy.asarray(_rand(rng, (n, c, hw, hw), np.uint8))]
-    outputs = []
-    spin = common.launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
-    for call in range(8):
+
+    def call(x: Any) -> Any:
         ran: list[Any] = []
-        out = conv.convolution_integer(inputs[-1], w, 7, zw, *_ONE, 1, ran=ran, filter_cache=cache)
+        out = conv.convolution_integer(x, w, 7, zw, *_ONE, 1, ran=ran, filter_cache=cache)
         _form(ran[0], "wgmma", 1, 2)
-        outputs.append(out)
-        inputs.append(out.view(cupy.uint8).ravel()[: n * c * hw * hw].reshape(n, c, hw, hw))
-        if call == 0:  # the blocks are kept now; the rest of the chain waits on the GPU
-            cupy.cuda.Device().synchronize()
-            spin(np.int64(30_000_000))
+        return out
+
+    first = cupy.asarray(_rand(rng, (n, c, hw, hw), np.uint8))
     w_host = cupy.asnumpy(w)
-    for x, out in zip(inputs, outputs, strict=False):
+    for x, out in chained_calls(call, first):
         want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *_ONE, 1)
         np.testing.assert_array_equal(cupy.asnumpy(out), want)
     assert dependent == [True] * 8  # the first call's blocks are complete before it launches

@@ -13,7 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ._conv_support import PAIRS, check, random_int8, random_zero_point, zero_points
+from ._conv_support import (
+    PAIRS,
+    chained_calls,
+    check,
+    dependent_launches,
+    random_int8,
+    random_zero_point,
+    zero_points,
+)
 from ._support import launcher
 
 pytestmark = pytest.mark.gpu
@@ -712,16 +720,8 @@ def test_registered_calls_chained_through_memory(
 
     if _expected() != "wgmma_shift":
         pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
-    common, conv = launcher("_common"), launcher("convolution_integer")
-    dependent: list[bool] = []
-    launch_dependent = common.DependentLaunch.__call__
-
-    def counted(self: Any, *arrays: Any) -> bool:
-        launched = bool(launch_dependent(self, *arrays))
-        dependent.append(launched)
-        return launched
-
-    monkeypatch.setattr(common.DependentLaunch, "__call__", counted)
+    conv = launcher("convolution_integer")
+    dependent = dependent_launches(monkeypatch)
     rng = np.random.default_rng(31)
     n, c, hw, m = 4, 64, 14, 64
     w = cupy.asarray(random_int8(rng, (m, c, 3, 3), np.int8))
@@ -729,22 +729,16 @@ def test_registered_calls_chained_through_memory(
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
     options = conv.Options(gather=gather, tune=False, split_k=1)
     cache: dict[Any, Any] = {}
-    inputs = [cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))]
-    outputs = []
-    spin = common.launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
-    for call in range(8):
+
+    def call(x: Any) -> Any:
         ran: list[Any] = []
-        out = conv.convolution_integer(
-            inputs[-1], w, 7, zw, *geometry, options, ran, filter_cache=cache
-        )
+        out = conv.convolution_integer(x, w, 7, zw, *geometry, options, ran, filter_cache=cache)
         assert ran == [_expected(gather)]
-        outputs.append(out)
-        inputs.append(out.view(cupy.uint8).ravel()[: n * c * hw * hw].reshape(n, c, hw, hw))
-        if call == 0:  # the filter is kept now; the rest of the chain waits on the GPU
-            cupy.cuda.Device().synchronize()
-            spin(np.int64(30_000_000))
+        return out
+
+    first = cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))
     w_host = cupy.asnumpy(w)
-    for x, out in zip(inputs, outputs, strict=False):
+    for x, out in chained_calls(call, first):
         want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *geometry)
         np.testing.assert_array_equal(cupy.asnumpy(out), want)
     assert dependent == [True] * 7  # every call but the first (which prepared the filter)
