@@ -114,8 +114,6 @@ __device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsi
 #undef DML_WG_R112
 #undef DML_WG_R128
 #undef DML_WG_R64
-#undef DML_WG_R32
-#undef DML_WG_R8
 #undef DML_WG_P64_127
 #undef DML_WG_P0_63
 
@@ -992,30 +990,60 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 
 // ---- 1x1 layers whose images are one tile: the pointwise GEMM on the warpgroup MMA ----------
 //
-// Out[n] (M x HW) = W (M x C) . X[n] (C x HW) for a 1x1 window at unit stride, no padding, one
-// group, HW <= BN pixels a multiple of 4, the input's (n, c) planes contiguous with 4-byte
-// aligned words. Such layers store 4 M bytes a pixel against C read: the output's stores are
-// the time, and the kernel is built to keep them going. A CTA takes one image and a run of
-// `run` consecutive chunks of 64 output channels. It copies the image in where the staging
-// blocks will be (one bulk copy where its planes lie back to back, else 4-byte copies into
-// rows of BN bytes) and transposes it once into
-// the K-major form the MMA reads ([16-channel block][BN pixels][16 bytes], no swizzle), its
-// pixel sums beside it. Its two warpgroups then take the run's chunks in turn; each keeps two
-// of its chunks' filter blocks ([16-channel block][64 rows][16 bytes]) in flight ahead of its
-// MMAs (one m64nBNk32 a step of 32 channels), sums its rows' filter bytes while they run, and
-// writes the chunk's 64 output rows into its own staging block as the output holds them (an
-// image's rows of one channel after another), which leaves as one bulk copy while the
-// warpgroup goes on to its next chunk. The filter rows are `w` (M, ldw) as the pointwise
-// kernel takes them. Grid: one CTA per (image, run), the run fastest; 256 threads; dynamic
-// shared memory max(2 * 64 * HW * 4, KP * BN) (staging, first the copied image) + KP * BN
-// (the image, K-major) + 4 * 64 * KP (filter) + 4 * BN (pixel sums), KP = 32 ceil(C / 32).
+// Out[n]^T (HW x M) = X[n]^T (HW x C) . W^T (C x M) for a 1x1 window at unit stride, no
+// padding, one group, HW <= 256 pixels a multiple of 4, C <= 256, the input's (n, c) planes
+// contiguous with 4-byte aligned words. Such layers store 4 M bytes a pixel against C read:
+// the output's stores are the time, and the kernel is built to start them early and keep them
+// going. A CTA takes one image and a run of `run` consecutive chunks of 64 output channels.
+// Pixels are the MMA's rows, taken from registers, and output channels its columns, read from
+// the filter blocks in shared memory (K-major, [16-channel block][64 rows][16 bytes] a chunk).
+// The image is copied in as it lies (one bulk copy where its planes lie back to back, else
+// 4-byte copies into rows an odd number of words apart) and each thread loads, for its 4
+// consecutive pixels (a word of each channel row), its 8 channels of each step of 32 and
+// transposes them in registers into the A fragments of two m64 tiles (rows g and g + 8 of
+// each: pixels 4 W, 4 W + 1 of tile 0 and 4 W + 2, 4 W + 3 of tile 1), kept for the whole run:
+// no K-major copy of the image is made. The words W = (g & 3) + 4 warp + 16 (g >> 2) + 32 wgi
+// put a warp's 32 loads of a channel row in 32 banks where the rows are an odd number of words
+// apart, and its output stores (16 bytes: one channel of the thread's 4 pixels) in distinct
+// bank quads. Both warpgroups take every chunk of the run (each half of the image's 256 pixel
+// rows): its 2 KS MMAs a warpgroup, its filter rows' sums while they run, then a staging block
+// in the output's order (an image's rows of one channel after another) that leaves as one
+// bulk copy while the next chunk's MMAs run (two staging blocks). The filter blocks come in
+// three at a time, the first before the image and the others behind it: one bulk copy each
+// where a registered operator keeps them (`prepared`, `wb`: the blocks of every chunk,
+// zero-padded), else 16-byte copies of the rows of `w` (M, ldw). Grid: one CTA per (image,
+// run), the run fastest; 256 threads; KS = ceil(C / 32). Dynamic shared memory: max(2 * 64 *
+// HW * 4, 32 KS * 4 ld + 256) (the staging blocks, first the image in rows of ld words: HW / 4
+// where the planes lie back to back, else HW / 4 made odd) + 3 * KS * 2048 (filter blocks) +
+// 1024 (each chunk's row sums and zero points).
 namespace wg {
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#define DML_WR_ASM(ATYPE, BTYPE)                                                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                   \
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32." ATYPE "." BTYPE " {" DML_WG_P0    \
+                 ", " DML_WG_P16 "}, {%32, %33, %34, %35}, %36, p;\n}\n"                         \
+                 : DML_WG_R32(0)                                                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale))
+// d (64 x 64) = A (64 x 32 bytes, this thread's fragment registers) * B (64 x 32 bytes)^T,
+// plus d where scale is 1.
+template <bool AS, bool BS>
+__device__ __forceinline__ void mma_regs(int (&d)[32], const unsigned (&a)[4],
+                                       unsigned long long db, int scale) {
+    if constexpr (AS && BS) {
+        DML_WR_ASM("s8", "s8");
+    } else if constexpr (AS && !BS) {
+        DML_WR_ASM("s8", "u8");
+    } else if constexpr (!AS && BS) {
+        DML_WR_ASM("u8", "s8");
+    } else {
+        DML_WR_ASM("u8", "u8");
+    }
 }
+#undef DML_WR_ASM
+#undef DML_WG_R32
+#undef DML_WG_R8
 }  // namespace wg
 
-template <typename WT, typename XT, bool ZW, int BN>
+template <typename WT, typename XT, bool ZW, int KS>
 __global__ void __launch_bounds__(256, 1)
     conv_int_wgmma_pointwise(const unsigned char* __restrict__ x,
                              const unsigned char* __restrict__ w, const int* __restrict__ w_zp,
@@ -1028,235 +1056,218 @@ __global__ void __launch_bounds__(256, 1)
 #elif defined(__CUDA_ARCH__)
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     constexpr bool XS = conv::is_signed_byte<XT>::value;
-    static_assert(BN % 32 == 0 && BN <= 256, "BN");
+    static_assert(KS >= 1 && KS <= 8, "KS");
+    constexpr int KP = 32 * KS;
+    constexpr int W_BYTES = KP * 64;  // a filter block
+    constexpr int BLOCKS = 3;         // filter blocks in flight
     extern __shared__ __align__(128) unsigned char smem[];
-    const int ksteps = (C + 31) >> 5;
-    const int k16s = 2 * ksteps;  // 16-channel blocks
-    const int c16 = (C + 15) >> 4;
     const int staged_bytes = 64 * HW * 4;
-    const int front = max(2 * staged_bytes, 32 * ksteps * BN);  // staging, first the raw image
+    const int words = HW >> 2;                    // a channel row's words
+    const int ld = dense ? words : (words | 1);   // the image's rows, in words
+    const int front = max(2 * staged_bytes, KP * ld * 4 + 256);
     const unsigned base = conv::smem_addr(smem);
-    const unsigned x_base = base + front;
-    const unsigned w_base = x_base + k16s * BN * 16;  // four filter blocks, two a warpgroup
-    const int w_bytes = k16s * 64 * 16;
-    int* const xsum = reinterpret_cast<int*>(smem + front + k16s * BN * 16 + 4 * w_bytes);
+    const unsigned w_base = base + front;
+    int* const row_sum = reinterpret_cast<int*>(smem + front + BLOCKS * W_BYTES);  // [2][64]
+    int* const row_zw = row_sum + 128;                                            // [2][64]
     const int tid = threadIdx.x;
     const int wgi = tid >> 7;
-    const int t128 = tid & 127;
     const int lane = tid & 31;
+    const int warp = (tid >> 5) & 3;
+    const int g = lane >> 2;
+    const int t = lane & 3;
     const int img = blockIdx.x / runs;
     const int first = (blockIdx.x - img * runs) * run;
     const int count = min(run, mchunks - first);
 
-    // Barriers that bulk copies complete: the image's, and each filter block's.
-    __shared__ __align__(8) unsigned long long bar_mem[5];
+    __shared__ __align__(8) unsigned long long bar_mem[1 + BLOCKS];
     const unsigned image_bar = conv::smem_addr(bar_mem);
     const unsigned filter_bar = image_bar + 8;
     if (tid == 0) {
 #pragma unroll
-        for (int b = 0; b < 5; ++b) wg::bar_init(image_bar + 8 * b);
+        for (int b = 0; b < 1 + BLOCKS; ++b) wg::bar_init(image_bar + 8 * b);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    if (tid < 128) row_sum[tid] = 0;
     __syncthreads();
-    // Chunk mc's filter rows into filter block b, by this warpgroup, one commit group (empty
-    // past the run): `prepared`, one bulk copy of the chunk's block from `wb` (the blocks in
-    // the kernel's order, zero-padded, kept with a registered operator), completing on the
-    // block's barrier; else 16-byte pieces of `w`, zeros past M and past C rounded up to 16.
-    auto load_filter = [&](int mc, int b) {
-        if (prepared && mc < first + count) {
-            if (t128 == 0) {
-                wg::bulk_load(w_base + b * w_bytes, wb + static_cast<long long>(mc) * w_bytes,
-                              static_cast<unsigned>(w_bytes), filter_bar + 8 * b);
+    // The run's i-th chunk into filter block i % BLOCKS, one commit group (empty past the run).
+    auto load_filter = [&](int i) {
+        const int b = i % BLOCKS;
+        const int mc = first + i;
+        if (prepared && i < count) {
+            if (tid == 0) {
+                wg::bulk_load(w_base + b * W_BYTES, wb + static_cast<long long>(mc) * W_BYTES,
+                              W_BYTES, filter_bar + 8 * b);
             }
-        } else if (mc < first + count) {
-            for (int q = t128; q < 64 * k16s; q += 128) {
+        } else if (i < count) {
+            const int c16 = (C + 15) >> 4;
+            for (int q = tid; q < 64 * 2 * KS; q += 256) {
                 const int row = q & 63;
                 const int k16 = q >> 6;
                 const int m = mc * 64 + row;
                 const bool in = m < M && k16 < c16;
                 const unsigned char* src =
                     in ? w + static_cast<long long>(m) * ldw + 16 * k16 : w;
-                conv::cp_async16(w_base + b * w_bytes + (k16 * 64 + row) * 16, src, in ? 16 : 0);
+                conv::cp_async16(w_base + b * W_BYTES + (k16 * 64 + row) * 16, src, in ? 16 : 0);
             }
         }
         conv::cp_async_commit();
     };
-    // The warpgroup's first chunk (wgi of the run) into its first block; its second (wgi + 2)
-    // once the image is in. Launched as a programmatic dependent (a registered operator's
-    // calls, `prepared`), the grid may start while the grid before it finishes: until the
-    // wait it reads only the kept filter blocks; the filter rows, the image, the zero points
-    // and the output come after that grid.
-    if (prepared) load_filter(first + wgi, 2 * wgi);
+    // Launched as a programmatic dependent (`prepared`), the grid may start while the grid
+    // before it finishes: until the wait it reads only the kept filter blocks. The first
+    // chunk's block, then the image, then the later blocks: every SM asks for them at once,
+    // and the image and the first block are what the first MMAs wait for.
+    if (prepared) load_filter(0);
     wg::wait_prior_grid();
     wg::allow_next_grid();
-    if (!prepared) load_filter(first + wgi, 2 * wgi);
-    // The image as it lies, its channel rows `ld` bytes apart: where its planes lie back to
-    // back (16-byte aligned, C HW a multiple of 16), one bulk copy of all of them (ld = HW);
-    // else 4-byte copies into rows of BN bytes. Rows past C are zeros.
-    const int ld = dense ? HW : BN;
+    if (!prepared) load_filter(0);
+    // The image as it lies, channel rows `ld` words apart, rows past C zeros: one bulk copy
+    // where its planes lie back to back, else 4-byte copies.
     {
         const unsigned char* xi = x + img * xs_n;
         if (dense) {
             const int bytes = C * HW;
-            for (int q = bytes / 4 + tid; q < 32 * ksteps * HW / 4; q += 256) {
+            for (int q = bytes / 4 + tid; q < KP * words; q += 256) {
                 asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(base + 4 * q), "r"(0u) : "memory");
             }
-            __syncthreads();
             if (tid == 0) wg::bulk_load(base, xi, static_cast<unsigned>(bytes), image_bar);
             wg::bar_wait(image_bar, 0);
         } else {
-            constexpr int WORDS = BN / 4;
-            for (int q = tid; q < 32 * ksteps * WORDS; q += 256) {
-                const int c = q / WORDS;
-                const int pw = q - c * WORDS;
-                const bool in = c < C && 4 * pw < HW;
+            for (int q = tid; q < KP * ld; q += 256) {
+                const int c = q / ld;
+                const int pw = q - c * ld;
+                const bool in = c < C && pw < words;
                 conv::cp_async4(base + 4 * q, in ? xi + c * xs_c + 4 * pw : xi, in ? 4 : 0);
             }
             conv::cp_async_commit();
+            conv::cp_async_wait<0>();
         }
     }
-    if constexpr (ZW) {
-        for (int p = tid; p < BN; p += 256) xsum[p] = 0;
-    }
-    conv::cp_async_wait<0>();
-    __syncthreads();  // the image and the first filter blocks in, the sums zeroed
-    load_filter(first + wgi + 2, 2 * wgi + 1);
-    // K-major: item (16-channel block kb, 4-pixel word pw) is 16 words, four 4x4 byte
-    // transposes, and each pixel's 16 channel bytes stored as one 16-byte piece. Lanes store
-    // their 4 pixels rotated by (pw / 2) % 4, so that 8 lanes' pieces fall in 8 different bank
-    // quads.
+    for (int i = 1; i < BLOCKS; ++i) load_filter(i);  // the later filter blocks, behind it
+    __syncthreads();  // the image in
+    // This thread's A fragments for all of K, and its pixels' channel sums.
+    const int wd = (g & 3) + 4 * warp + 16 * (g >> 2) + 32 * wgi;  // its word: pixels 4 wd ..
+    unsigned a[KS][2][4];
+    int xsum[4] = {0, 0, 0, 0};
     {
-        constexpr int WORDS = BN / 4;
-        const int row_words = ld / 4;
         const unsigned* raw = reinterpret_cast<const unsigned*>(smem);
-        for (int item = tid; item < k16s * WORDS; item += 256) {
-            const int kb = item / WORDS;
-            const int pw = item - kb * WORDS;
-            const bool live = 4 * pw < HW;  // (the rows hold HW bytes where ld = HW)
-            const unsigned* col = raw + 16 * kb * row_words + pw;
-            unsigned px[4][4];  // [pixel j][channels 4q .. 4q + 3]
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
+        for (int s = 0; s < KS; ++s) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
                 unsigned in[4];
 #pragma unroll
-                for (int r = 0; r < 4; ++r) in[r] = live ? col[(4 * q + r) * row_words] : 0u;
-                unsigned o[4];
+                for (int r = 0; r < 4; ++r) in[r] = raw[(32 * s + 16 * half + 4 * t + r) * ld + wd];
+                unsigned o[4];  // o[j]: pixel 4 wd + j, 4 channels
                 conv::transpose4(in, o);
 #pragma unroll
-                for (int j = 0; j < 4; ++j) px[j][q] = o[j];
-            }
-            const int rot = (pw >> 1) & 3;
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-                const int j = (jj + rot) & 3;
-                unsigned a = px[0][0], b = px[0][1], c = px[0][2], d = px[0][3];
-#pragma unroll
-                for (int s = 1; s < 4; ++s) {
-                    if (j == s) a = px[s][0], b = px[s][1], c = px[s][2], d = px[s][3];
+                for (int u = 0; u < 2; ++u) {
+                    a[s][u][2 * half] = o[2 * u];
+                    a[s][u][2 * half + 1] = o[2 * u + 1];
                 }
-                const int p = 4 * pw + j;
-                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                                 x_base + (kb * BN + p) * 16),
-                             "r"(a), "r"(b), "r"(c), "r"(d)
-                             : "memory");
                 if constexpr (ZW) {
-                    if (live) {
-                        int sum = conv::byte_sum<XS>(a, conv::byte_sum<XS>(b, 0));
-                        sum = conv::byte_sum<XS>(c, conv::byte_sum<XS>(d, sum));
-                        atomicAdd(xsum + p, sum);
-                    }
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) xsum[j] = conv::byte_sum<XS>(o[j], xsum[j]);
                 }
+            }
+        }
+        if constexpr (ZW) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 1);
+                xsum[j] += __shfl_xor_sync(0xffffffffu, xsum[j], 2);
             }
         }
     }
-    conv::fence_proxy_async();  // the image and the filter blocks, visible to the MMAs
-    __syncthreads();          // (and the raw image read: the staging blocks are free)
-
-    const int warp = t128 >> 5;  // of the warpgroup: rows 16 warp + lane / 4 and + 8
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    int* const staged = reinterpret_cast<int*>(smem + wgi * staged_bytes);
-    const unsigned staged_addr = base + wgi * staged_bytes;
-    int acc[BN / 2];
-    for (int i = wgi, li = 0; i < count; i += 2, ++li) {
+    const bool live = 4 * wd < HW;
+    int acc[2][32];
+    for (int i = 0; i < count; ++i) {
         const int mc = first + i;
-        const int block = 2 * wgi + (li & 1);
-        const unsigned w_mine = w_base + block * w_bytes;
-        if (prepared) {  // the block's (li / 2)-th copy
-            wg::bar_wait(filter_bar + 8 * block, (li >> 1) & 1);
+        const int b = i & 1;  // staging block, row constants
+        const unsigned w_mine = w_base + (i % BLOCKS) * W_BYTES;
+        if (prepared) {
+            wg::bar_wait(filter_bar + 8 * (i % BLOCKS), (i / BLOCKS) & 1);
         } else {
-            conv::cp_async_wait<1>();  // this chunk's block (the next one's may still come)
-            conv::fence_proxy_async();   // this thread's filter pieces, visible to the MMAs
-            wg::bar_sync(1 + wgi, 128);
-        }
-        unsigned zw[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            zw[h] = conv::row_zw(w_zp, zw_all, mc * 64 + 16 * warp + g + 8 * h, M);
+            conv::cp_async_wait<BLOCKS - 1>();  // this chunk's block (later ones may still come)
+            conv::fence_proxy_async();
+            __syncthreads();
         }
         wg::fence();
-        for (int s = 0; s < ksteps; ++s) {
-            wg::mma<BN, WS, XS>(acc, wg::desc_plain(w_mine + s * 2 * 64 * 16, 64 * 16, 128),
-                                wg::desc_plain(x_base + s * 2 * BN * 16, BN * 16, 128),
-                                s == 0 ? 0 : 1);
-        }
-        wg::commit();
-        // The lane's rows' filter bytes, a quarter of their 16-byte pieces each, while the
-        // MMAs run; the group's 4 lanes add theirs up.
-        int wsum[2] = {0, 0};
-        for (int k16 = t; k16 < k16s; k16 += 4) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                uint4 u;
-                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                             : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
-                             : "r"(w_mine + (k16 * 64 + 16 * warp + g + 8 * h) * 16));
-                wsum[h] = conv::byte_sum<WS>(u.x, conv::byte_sum<WS>(u.y, wsum[h]));
-                wsum[h] = conv::byte_sum<WS>(u.z, conv::byte_sum<WS>(u.w, wsum[h]));
+        for (int u = 0; u < 2; ++u) {
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+                wg::mma_regs<XS, WS>(acc[u], a[s][u],
+                                   wg::desc_plain(w_mine + s * 2 * 64 * 16, 64 * 16, 128),
+                                   s == 0 ? 0 : 1);
             }
         }
-        unsigned bias[2];
+        wg::commit();
+        // The chunk's row sums while the MMAs run: a thread a row and a quarter of its
+        // 16-byte pieces (a quarter-warp's 8 rows in 8 bank quads), added in shared memory.
+        {
+            const int row = tid & 63;
+            const int part = tid >> 6;
+            int sum = 0;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            wsum[h] += __shfl_xor_sync(0xffffffffu, wsum[h], 1);
-            wsum[h] += __shfl_xor_sync(0xffffffffu, wsum[h], 2);
-            bias[h] = conv::row_bias(C, x_zp, zw[h], wsum[h]);
+            for (int k16 = part; k16 < 2 * KS; k16 += 4) {
+                uint4 v;
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                             : "r"(w_mine + (k16 * 64 + row) * 16));
+                sum = conv::byte_sum<WS>(v.x, conv::byte_sum<WS>(v.y, sum));
+                sum = conv::byte_sum<WS>(v.z, conv::byte_sum<WS>(v.w, sum));
+            }
+            if (part < 2 * KS) atomicAdd(row_sum + 64 * b + row, sum);
+            if (part == 0) {
+                row_zw[64 * b + row] =
+                    static_cast<int>(conv::row_zw(w_zp, zw_all, mc * 64 + row, M));
+            }
         }
+        // Staging block b is free once the copy of chunk i - 2 has read it.
+        if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
         wg::wait<0>();
-        wg::fence_operands(acc);
-        // The staging block is free once the warpgroup's last copy has read it; the filter
-        // block once every warp's MMAs are done: then the chunk two after the next comes in.
-        if (t128 == 0) conv::bulk_wait_read();
-        wg::bar_sync(1 + wgi, 128);
-        load_filter(mc + 4, 2 * wgi + (li & 1));
-        // Fragment layout: per n8 block j, columns 8 j + 2 t + {0, 1} of rows g and g + 8.
+        wg::fence_operands(acc[0]);
+        wg::fence_operands(acc[1]);
+        __syncthreads();  // the chunk's MMAs done (its filter block free), its row sums in
+        load_filter(i + BLOCKS);
+        // acc[u][4 j + 2 h + e]: pixel 4 wd + 2 u + h, channel 8 j + 2 t + e.
+        if (live) {
+            int* const staged = reinterpret_cast<int*>(smem + b * staged_bytes);
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int col = 8 * j + 2 * t;
-            if (col < HW) {
-                int2 xs = make_int2(0, 0);
-                if constexpr (ZW) xs = *reinterpret_cast<const int2*>(xsum + col);
+            for (int j = 0; j < 8; ++j) {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const unsigned v0 = static_cast<unsigned>(acc[4 * j + 2 * h]) + bias[h] -
-                                        zw[h] * static_cast<unsigned>(xs.x);
-                    const unsigned v1 = static_cast<unsigned>(acc[4 * j + 2 * h + 1]) +
-                                        bias[h] - zw[h] * static_cast<unsigned>(xs.y);
-                    *reinterpret_cast<int2*>(staged + (16 * warp + g + 8 * h) * HW + col) =
-                        make_int2(static_cast<int>(v0), static_cast<int>(v1));
+                for (int e = 0; e < 2; ++e) {
+                    const int ch = 8 * j + 2 * t + e;
+                    const unsigned zw = static_cast<unsigned>(row_zw[64 * b + ch]);
+                    const unsigned bias = conv::row_bias(C, x_zp, zw, row_sum[64 * b + ch]);
+                    unsigned v[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        v[k] = static_cast<unsigned>(acc[k >> 1][4 * j + 2 * (k & 1) + e]) + bias;
+                    }
+                    if constexpr (ZW) {
+#pragma unroll
+                        for (int k = 0; k < 4; ++k) v[k] -= zw * static_cast<unsigned>(xsum[k]);
+                    }
+                    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                                     conv::smem_addr(staged + ch * HW + 4 * wd)),
+                                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                                 : "memory");
                 }
             }
         }
         conv::fence_proxy_async();  // the staged rows, visible to the bulk copy
-        wg::bar_sync(1 + wgi, 128);
-        if (t128 == 0) {
+        __syncthreads();            // (and the row sums read)
+        if (tid < 64) row_sum[64 * b + tid] = 0;
+        if (tid == 0) {
             const int rows = min(64, M - mc * 64);
-            conv::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW, staged_addr,
-                           static_cast<unsigned>(rows * HW * 4));
+            conv::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW,
+                             base + b * staged_bytes, static_cast<unsigned>(rows * HW * 4));
             conv::bulk_commit();
         }
     }
-    if (t128 == 0) conv::bulk_wait_read();  // the shared memory outlives the copies' reads
+    if (tid == 0) conv::bulk_wait_read();  // the shared memory outlives the copies' reads
+    conv::cp_async_wait<0>();
 #endif
 }
 
@@ -1294,13 +1305,13 @@ DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2);
 DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1);
 #undef DML_WS_INST
-#define DML_WP_INST(WT, XT, ZW, BN)                                                             \
-    template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, BN>(                   \
+#define DML_WP_INST(WT, XT, ZW, KS)                                                             \
+    template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, KS>(                   \
         const unsigned char*, const unsigned char*, const int*, int*, const unsigned char*, int, \
         int, int, int, int, int, int, long long, long long, int, int, int, int)
-DML_WP_INST(signed char, unsigned char, false, 224);
-DML_WP_INST(unsigned char, signed char, true, 256);
-DML_WP_INST(signed char, signed char, true, 64);
-DML_WP_INST(unsigned char, unsigned char, false, 128);
+DML_WP_INST(signed char, unsigned char, false, 8);
+DML_WP_INST(unsigned char, signed char, true, 8);
+DML_WP_INST(signed char, signed char, true, 2);
+DML_WP_INST(unsigned char, unsigned char, false, 1);
 #undef DML_WP_INST
 #endif

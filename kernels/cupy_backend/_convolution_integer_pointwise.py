@@ -11,9 +11,10 @@ Three forms: the ring form, a CTA per 64 output channels streaming its input thr
 stages; and, where many output channels share each input byte, two whose CTA keeps its input
 in shared memory for a run of output-channel chunks and lets each chunk's output drain (bulk
 copies) while the next chunk's MMAs run: the resident form (mma.sync, sm_90 and later) and,
-for images of one tile on sm_90, the warpgroup-MMA form (`convolution_integer_sm90a.cu`),
-which keeps a registered operator's filter as its blocks and launches its calls as
-programmatic dependents."""
+for images of one tile and up to 256 channels on sm_90, the warpgroup-MMA form
+(`convolution_integer_sm90a.cu`: the image's pixels as the MMA's register operand), which
+keeps a registered operator's filter as its blocks and launches its calls as programmatic
+dependents."""
 
 from __future__ import annotations
 
@@ -49,9 +50,12 @@ _SMEM_FIXED = 512 + max(4 * 32 * _PIXELS, 32 * (_PIXELS + 4) * 4)
 # The resident form's PWR_STAGED (64 staged output rows); the whole tile's input (32 channel
 # rows of 256 bytes a step) and two chunks' filter rows follow.
 _RESIDENT_FIXED = 64 * (_PIXELS + 4) * 4
-# The warpgroup-MMA form: its pixel widths (the MMA's N), and its static shared memory (five
-# barriers, room for the dynamic block's alignment).
-_WGMMA_WIDTHS = (64, 128, 224, 256)
+# The warpgroup-MMA form: the most pixels and channels it takes (its 256 pixel rows; its K
+# steps' fragments kept in registers), its filter blocks in flight, and its static shared
+# memory (four barriers, room for the dynamic block's alignment).
+_WGMMA_PIXELS = 256
+_WGMMA_CHANNELS = 256
+_WGMMA_BLOCKS = 3
 _WGMMA_STATIC = 128
 
 Form = Literal["ring", "resident", "wgmma"]
@@ -61,8 +65,7 @@ class PointwisePlan(NamedTuple):
     """The pointwise kernel's work: output-channel chunks of 64, 256-pixel tiles per image,
     whether the input's planes take 16-byte copies (else 4-byte ones), whether some filter
     zero point is not 0 (the kernel's ZW), the shared memory a CTA takes, the form that runs
-    and, for the resident and warpgroup-MMA forms, the chunks a CTA forms and the pixel
-    width of the MMA."""
+    and, for the resident and warpgroup-MMA forms, the chunks a CTA forms."""
 
     mchunks: int
     tiles: int
@@ -71,7 +74,6 @@ class PointwisePlan(NamedTuple):
     smem: int  # bytes of shared memory per CTA
     form: Form = "ring"
     run: int = 1  # chunks of 64 output channels per CTA (the ring form: 1)
-    width: int = 0  # the warpgroup-MMA form's pixels (its N)
 
     @property
     def runs(self) -> int:
@@ -86,8 +88,8 @@ def _steps(c: int) -> int:
 
 def _forms(plan: PointwisePlan, c: int, hw: int, limit: int) -> dict[Form, PointwisePlan]:
     """The forms that can run `plan`'s shape on the current device (`limit`: its shared
-    memory a CTA), each with its shared memory and pixel width (a run of one chunk; the
-    caller picks the run)."""
+    memory a CTA), each with its shared memory (a run of one chunk; the caller picks the
+    run)."""
     forms: dict[Form, PointwisePlan] = {"ring": plan}
     kp = _steps(c)
     cc = compute_capability()
@@ -96,11 +98,13 @@ def _forms(plan: PointwisePlan, c: int, hw: int, limit: int) -> dict[Form, Point
     resident = _RESIDENT_FIXED + kp * _PIXELS + 2 * 64 * (kp + 16)
     if resident <= limit:  # C up to 416 on sm_90
         forms["resident"] = plan._replace(form="resident", smem=resident)
-    if cc == 90 and plan.tiles == 1:  # sm_90a's warpgroup MMA; an image of one tile
-        width = next(v for v in _WGMMA_WIDTHS if v >= hw)
-        smem = max(2 * 64 * hw * 4, kp * width) + kp * width + 4 * 64 * kp + 4 * width
+    # sm_90a's warpgroup MMA; an image of one tile
+    if cc == 90 and hw <= _WGMMA_PIXELS and kp <= _WGMMA_CHANNELS:
+        ld = (hw // 4) | 1  # the image's rows in words (at most: odd where not dense)
+        staging = max(2 * 64 * hw * 4, kp * ld * 4 + 256)
+        smem = staging + _WGMMA_BLOCKS * 64 * kp + 1024
         if smem + _WGMMA_STATIC <= limit:
-            forms["wgmma"] = plan._replace(form="wgmma", smem=smem, width=width)
+            forms["wgmma"] = plan._replace(form="wgmma", smem=smem)
     return forms
 
 
@@ -268,7 +272,7 @@ def _mma_form(
     if cache is not None:
         blocks, kept = _filter_blocks(w, q, cache, plan.mchunks, _steps(q.c))
     kernel = launch(
-        SM90A_SOURCE, "conv_int_wgmma_pointwise", w.dtype, x.dtype, plan.zw_any, plan.width,
+        SM90A_SOURCE, "conv_int_wgmma_pointwise", w.dtype, x.dtype, plan.zw_any, _steps(q.c) // 32,
         grid=(q.n * plan.runs, 1, 1), block=(_WARPS * 32, 1, 1), shared_mem=plan.smem,
         options=SM90A_OPTIONS,
     )  # fmt: skip

@@ -298,15 +298,14 @@ def _form(what: Any, form: str, run: int, chunks: int) -> None:
     [
         ("resident", (16, 20)),  # two tiles (the second of 64 pixels): a copy a row
         ("resident", (12, 15)),  # one tile of 180 pixels: a copy a chunk
-        ("wgmma", (12, 15)),  # 180 pixels on the MMA's 224
-        ("wgmma", (16, 16)),  # 256 pixels: the widest MMA, the staging rows 256 ints apart
+        ("wgmma", (12, 15)),  # 180 pixels of the MMA's 256 rows
+        ("wgmma", (16, 16)),  # 256 pixels: every row, the staging rows 256 ints apart
     ],
 )
 def test_forms(xt: Any, wt: Any, zp_mode: str, run: int, form: str, hw: tuple[int, int]) -> None:
     """The resident and warpgroup-MMA forms: runs of 1, 2, 3 and all of 5 chunks (the last of
-    44 channels, the last run shorter; the MMA form's two warpgroups taking them in turn), 3
-    steps of channels (the last of 8), a filter padded to 16-byte rows, every zero-point mode
-    and signedness pair."""
+    44 channels, the last run shorter), 3 steps of channels (the last of 8), a filter padded
+    to 16-byte rows, every zero-point mode and signedness pair."""
     conv = _conv()
     rng = np.random.default_rng([PAIRS.index((xt, wt)), len(zp_mode), run, hw[0], len(form)])
     x = _rand(rng, (2, 72, *hw), xt)
@@ -323,7 +322,7 @@ def test_forms(xt: Any, wt: Any, zp_mode: str, run: int, form: str, hw: tuple[in
         # ResNet-50's expansion: the MMA form, chosen
         (3, 256, (14, 14), 1024, None, None, "wgmma"),
         (3, 256, (14, 14), 1024, "resident", None, "resident"),
-        (2, 256, (14, 14), 256, None, None, "wgmma"),  # the most channels it fits at 196 pixels
+        (2, 256, (14, 14), 256, None, None, "wgmma"),  # the most channels its registers take
         (2, 288, (14, 14), 256, None, None, "resident"),  # ... a step more: the resident form
         (2, 416, (4, 4), 256, "resident", None, "resident"),  # the most the resident form fits
         (2, 417, (4, 4), 256, "resident", None, "ring"),  # one more: the ring form
@@ -337,9 +336,12 @@ def test_forms(xt: Any, wt: Any, zp_mode: str, run: int, form: str, hw: tuple[in
         (1, 1, (2, 2), 70, "resident", 2, "resident"),
         (2, 40, (17, 36), 130, "resident", 2, "resident"),  # 4-byte copies; 3 tiles
         (2, 41, (6, 10), 130, "wgmma", 2, "wgmma"),  # C HW not a multiple of 16: 4-byte copies
-        (1, 256, (4, 53), 128, None, None, "wgmma"),  # 212 pixels: shared memory to the byte
+        (1, 256, (4, 53), 128, None, None, "wgmma"),  # 212 pixels, 256 channels
+        (2, 256, (16, 16), 192, None, None, "wgmma"),  # 256 pixels and channels: the most
+        (1, 64, (13, 20), 128, None, None, "ring"),  # 260 pixels: two tiles, the ring form
         (1, 33, (1, 4), 64, "resident", 1, "resident"),  # one chunk of one run, 4 pixels
-        (3, 32, (10, 12), 200, "wgmma", None, "wgmma"),  # 120 pixels on the MMA's 128
+        (3, 32, (10, 12), 200, "wgmma", None, "wgmma"),  # 120 pixels: one warpgroup's rows idle
+        (2, 72, (7, 4), 130, "wgmma", 1, "wgmma"),  # 28 pixels: 7 words, an odd row of them
     ],
 )
 def test_form_shapes(
