@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         reinterpret_cast<long long*>(smem + STAGES * stage_bytes + run_bytes);
     int* xs_sum = reinterpret_cast<int*>(col_off + TN);
     int* epi = xs_sum + TN;
-    int* row_sum = epi + (THREADS / 32) * 16 * EPI_PITCH;
+    int* row_bias = epi + (THREADS / 32) * 16 * EPI_PITCH;
     // Each stage's barrier: its filter block has landed.
     __shared__ __align__(8) unsigned long long full_bar_mem[STAGES];
     const unsigned full_bar = conv::smem_addr(full_bar_mem);
@@ -879,7 +879,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
                                  : "r"(b_base + (L + row) * 16));
-                    int v = kc == 0 ? 0 : row_sum[r];
+                    int v = kc == 0 ? 0 : row_bias[r];
                     v = conv::byte_sum<XS>(u.x, v);
                     v = conv::byte_sum<XS>(u.y, v);
                     v = conv::byte_sum<XS>(u.z, v);
@@ -888,7 +888,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     v = conv::byte_sum<XS>(w.y, v);
                     v = conv::byte_sum<XS>(w.z, v);
                     v = conv::byte_sum<XS>(w.w, v);
-                    row_sum[r] = v;
+                    row_bias[r] = v;
                 }
             }
         }
@@ -903,7 +903,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 unsigned v = 0u;
 #pragma unroll
                 for (int t = 0; t < TAPS; ++t) {
-                    v += static_cast<unsigned>(row_sum[c + tap_row(t, L)]);
+                    v += static_cast<unsigned>(row_bias[c + tap_row(t, L)]);
                 }
                 xs_sum[c] = static_cast<int>(v);
             }
@@ -1006,16 +1006,17 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 // put a warp's 32 loads of a channel row in 32 banks where the rows are an odd number of words
 // apart, and its output stores (16 bytes: one channel of the thread's 4 pixels) in distinct
 // bank quads. Both warpgroups take every chunk of the run (each half of the image's 256 pixel
-// rows): its 2 KS MMAs a warpgroup, its filter rows' sums while they run, then a staging block
+// rows): its 2 KS MMAs a warpgroup, its rows' constants while they run, then a staging block
 // in the output's order (an image's rows of one channel after another) that leaves as one
 // bulk copy while the next chunk's MMAs run (two staging blocks). The filter blocks come in
-// three at a time, the first before the image and the others behind it: one bulk copy each
-// where a registered operator keeps them (`prepared`, `wb`: the blocks of every chunk,
-// zero-padded), else 16-byte copies of the rows of `w` (M, ldw). Grid: one CTA per (image,
-// run), the run fastest; 256 threads; KS = ceil(C / 32). Dynamic shared memory: max(2 * 64 *
-// HW * 4, 32 KS * 4 ld + 256) (the staging blocks, first the image in rows of ld words: HW / 4
-// where the planes lie back to back, else HW / 4 made odd) + 3 * KS * 2048 (filter blocks) +
-// 1024 (each chunk's row sums and zero points).
+// three at a time, the first before the image and the others behind it: where a registered
+// operator keeps them (`prepared`, `wb`: per chunk its block, zero-padded, then its 64 rows'
+// sums as int32), one bulk copy each, sums included; else 16-byte copies of the rows of `w`
+// (M, ldw), the sums made from the block. Grid: one CTA per (image, run), the run fastest;
+// 256 threads; KS = ceil(C / 32). Dynamic shared memory: max(2 * 64 * HW * 4, 32 KS * 4 ld +
+// 256) (the staging blocks, first the image in rows of ld words: HW / 4 where the planes lie
+// back to back, else HW / 4 made odd) + 3 * (KS * 2048 + 256) (filter blocks and their sums)
+// + 1024 (each chunk's row constants).
 namespace wg {
 #define DML_WR_ASM(ATYPE, BTYPE)                                                                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                   \
@@ -1058,8 +1059,9 @@ __global__ void __launch_bounds__(256, 1)
     constexpr bool XS = conv::is_signed_byte<XT>::value;
     static_assert(KS >= 1 && KS <= 8, "KS");
     constexpr int KP = 32 * KS;
-    constexpr int W_BYTES = KP * 64;  // a filter block
-    constexpr int BLOCKS = 3;         // filter blocks in flight
+    constexpr int W_BYTES = KP * 64;     // a filter block
+    constexpr int SLOT = W_BYTES + 256;  // and its rows' sums, where they are kept with it
+    constexpr int BLOCKS = 3;            // filter blocks in flight
     extern __shared__ __align__(128) unsigned char smem[];
     const int staged_bytes = 64 * HW * 4;
     const int words = HW >> 2;                    // a channel row's words
@@ -1067,8 +1069,8 @@ __global__ void __launch_bounds__(256, 1)
     const int front = max(2 * staged_bytes, KP * ld * 4 + 256);
     const unsigned base = conv::smem_addr(smem);
     const unsigned w_base = base + front;
-    int* const row_sum = reinterpret_cast<int*>(smem + front + BLOCKS * W_BYTES);  // [2][64]
-    int* const row_zw = row_sum + 128;                                            // [2][64]
+    int* const biases = reinterpret_cast<int*>(smem + front + BLOCKS * SLOT);  // [2][64]
+    int* const row_zw = biases + 128;                                         // [2][64]
     const int tid = threadIdx.x;
     const int wgi = tid >> 7;
     const int lane = tid & 31;
@@ -1087,7 +1089,7 @@ __global__ void __launch_bounds__(256, 1)
         for (int b = 0; b < 1 + BLOCKS; ++b) wg::bar_init(image_bar + 8 * b);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if (tid < 128) row_sum[tid] = 0;
+    if (tid < 128) biases[tid] = 0;
     __syncthreads();
     // The run's i-th chunk into filter block i % BLOCKS, one commit group (empty past the run).
     auto load_filter = [&](int i) {
@@ -1095,8 +1097,8 @@ __global__ void __launch_bounds__(256, 1)
         const int mc = first + i;
         if (prepared && i < count) {
             if (tid == 0) {
-                wg::bulk_load(w_base + b * W_BYTES, wb + static_cast<long long>(mc) * W_BYTES,
-                              W_BYTES, filter_bar + 8 * b);
+                wg::bulk_load(w_base + b * SLOT, wb + static_cast<long long>(mc) * SLOT, SLOT,
+                              filter_bar + 8 * b);
             }
         } else if (i < count) {
             const int c16 = (C + 15) >> 4;
@@ -1107,7 +1109,7 @@ __global__ void __launch_bounds__(256, 1)
                 const bool in = m < M && k16 < c16;
                 const unsigned char* src =
                     in ? w + static_cast<long long>(m) * ldw + 16 * k16 : w;
-                conv::cp_async16(w_base + b * W_BYTES + (k16 * 64 + row) * 16, src, in ? 16 : 0);
+                conv::cp_async16(w_base + b * SLOT + (k16 * 64 + row) * 16, src, in ? 16 : 0);
             }
         }
         conv::cp_async_commit();
@@ -1183,7 +1185,7 @@ __global__ void __launch_bounds__(256, 1)
     for (int i = 0; i < count; ++i) {
         const int mc = first + i;
         const int b = i & 1;  // staging block, row constants
-        const unsigned w_mine = w_base + (i % BLOCKS) * W_BYTES;
+        const unsigned w_mine = w_base + (i % BLOCKS) * SLOT;
         if (prepared) {
             wg::bar_wait(filter_bar + 8 * (i % BLOCKS), (i / BLOCKS) & 1);
         } else {
@@ -1202,14 +1204,17 @@ __global__ void __launch_bounds__(256, 1)
             }
         }
         wg::commit();
-        // The chunk's row sums while the MMAs run: a thread a row and a quarter of its
-        // 16-byte pieces (a quarter-warp's 8 rows in 8 bank quads), added in shared memory.
+        // The chunk's row constants while the MMAs run: bias = C z_x z_w - z_x sum w, from the
+        // row sums kept after the block (`prepared`), else from a thread a row and a quarter
+        // of its 16-byte pieces (a quarter-warp's 8 rows in 8 bank quads), each adding its
+        // part in shared memory; and, where some is not 0, z_w.
         {
             const int row = tid & 63;
             const int part = tid >> 6;
+            const unsigned zw = part == 0 ? conv::row_zw(w_zp, zw_all, mc * 64 + row, M) : 0u;
             int sum = 0;
 #pragma unroll
-            for (int k16 = part; k16 < 2 * KS; k16 += 4) {
+            for (int k16 = part; k16 < (prepared ? 0 : 2 * KS); k16 += 4) {
                 uint4 v;
                 asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                              : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -1217,11 +1222,15 @@ __global__ void __launch_bounds__(256, 1)
                 sum = conv::byte_sum<WS>(v.x, conv::byte_sum<WS>(v.y, sum));
                 sum = conv::byte_sum<WS>(v.z, conv::byte_sum<WS>(v.w, sum));
             }
-            if (part < 2 * KS) atomicAdd(row_sum + 64 * b + row, sum);
-            if (part == 0) {
-                row_zw[64 * b + row] =
-                    static_cast<int>(conv::row_zw(w_zp, zw_all, mc * 64 + row, M));
+            if (prepared && part == 0) {
+                const int* kept = reinterpret_cast<const int*>(smem + front + (i % BLOCKS) * SLOT);
+                biases[64 * b + row] =
+                    static_cast<int>(conv::row_bias(C, x_zp, zw, kept[W_BYTES / 4 + row]));
+            } else if (!prepared && part < 2 * KS) {  // each part's - z_x sum, one C z_x z_w
+                atomicAdd(reinterpret_cast<unsigned*>(biases) + 64 * b + row,
+                          conv::row_bias(part == 0 ? C : 0, x_zp, zw, sum));
             }
+            if (ZW && part == 0) row_zw[64 * b + row] = static_cast<int>(zw);
         }
         // Staging block b is free once the copy of chunk i - 2 has read it.
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
@@ -1238,14 +1247,14 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int ch = 8 * j + 2 * t + e;
-                    const unsigned zw = static_cast<unsigned>(row_zw[64 * b + ch]);
-                    const unsigned bias = conv::row_bias(C, x_zp, zw, row_sum[64 * b + ch]);
+                    const unsigned bias = static_cast<unsigned>(biases[64 * b + ch]);
                     unsigned v[4];
 #pragma unroll
                     for (int k = 0; k < 4; ++k) {
                         v[k] = static_cast<unsigned>(acc[k >> 1][4 * j + 2 * (k & 1) + e]) + bias;
                     }
                     if constexpr (ZW) {
+                        const unsigned zw = static_cast<unsigned>(row_zw[64 * b + ch]);
 #pragma unroll
                         for (int k = 0; k < 4; ++k) v[k] -= zw * static_cast<unsigned>(xsum[k]);
                     }
@@ -1258,7 +1267,7 @@ __global__ void __launch_bounds__(256, 1)
         }
         conv::fence_proxy_async();  // the staged rows, visible to the bulk copy
         __syncthreads();            // (and the row sums read)
-        if (tid < 64) row_sum[64 * b + tid] = 0;
+        if (tid < 64) biases[64 * b + tid] = 0;
         if (tid == 0) {
             const int rows = min(64, M - mc * 64);
             conv::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW,

@@ -101,8 +101,8 @@ def _forms(plan: PointwisePlan, c: int, hw: int, limit: int) -> dict[Form, Point
     # sm_90a's warpgroup MMA; an image of one tile
     if cc == 90 and hw <= _WGMMA_PIXELS and kp <= _WGMMA_CHANNELS:
         ld = (hw // 4) | 1  # the image's rows in words (at most: odd where not dense)
-        staging = max(2 * 64 * hw * 4, kp * ld * 4 + 256)
-        smem = staging + _WGMMA_BLOCKS * 64 * kp + 1024
+        staging = max(2 * 64 * hw * 4, kp * ld * 4 + 256)  # (first the image)
+        smem = staging + _WGMMA_BLOCKS * _slot(kp) + 1024  # blocks, row sums and z_w
         if smem + _WGMMA_STATIC <= limit:
             forms["wgmma"] = plan._replace(form="wgmma", smem=smem)
     return forms
@@ -188,14 +188,21 @@ def _filter_rows(
     return made
 
 
+def _slot(kp: int) -> int:
+    """Bytes of one chunk's filter block in the warpgroup-MMA form (64 rows of `kp` channels)
+    and the 64 int32 sums of its rows kept after it."""
+    return 64 * kp + 64 * 4
+
+
 def _filter_blocks(
     w: Any, q: Any, cache: MutableMapping[Hashable, Any], mchunks: int, kp: int
 ) -> tuple[Any, bool]:
     """A registered operator's filter in the warpgroup-MMA form's blocks, kept in `cache`:
     per chunk of 64 output channels, [16-channel block][64 rows][16 bytes], zero-padded to
-    `mchunks` chunks and `kp` channels, so that each chunk comes in as one bulk copy; and
-    whether they are kept (complete before this call: a kernel may read them before the grid
-    ahead of it in the stream completes)."""
+    `mchunks` chunks and `kp` channels, then the 64 rows' sums (int32), so that each chunk
+    comes in as one bulk copy and its sums are not made again; and whether they are kept
+    (complete before this call: a kernel may read them before the grid ahead of it in the
+    stream completes)."""
     import cupy
 
     key = ("pointwise blocks", w.data.ptr, w.shape, w.strides, str(w.dtype), kp)
@@ -204,7 +211,15 @@ def _filter_blocks(
         return hit[1], True
     rows = cupy.zeros((mchunks * 64, kp), dtype=w.dtype)
     rows[: q.m, : q.c] = w.reshape(q.m, q.c)
-    blocks = cupy.ascontiguousarray(rows.reshape(mchunks, 64, kp // 16, 16).transpose(0, 2, 1, 3))
+    blocks = cupy.empty((mchunks, _slot(kp)), dtype=np.uint8)
+    blocks[:, : 64 * kp] = (
+        rows.reshape(mchunks, 64, kp // 16, 16)
+        .transpose(0, 2, 1, 3)
+        .reshape(mchunks, 64 * kp)
+        .view(np.uint8)
+    )
+    sums = rows.astype(np.int32).sum(axis=1, dtype=np.int32).reshape(mchunks, 64)
+    blocks[:, 64 * kp :] = sums.view(np.uint8)
     if hit is not None:  # another filter's are kept: these are this call's alone
         return blocks, False
     # Other calls read it from other streams: complete before it is shared.

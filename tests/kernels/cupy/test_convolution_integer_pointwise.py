@@ -394,7 +394,12 @@ def test_forms_on_views_with_kept_filter(form: str, run: int) -> None:
         kept.append(cache.get("pointwise blocks"))
     assert cache["pointwise"][1][0].shape == (300, 48)
     if _expected_form(form) == "wgmma":  # 5 chunks of 2 steps of 16-channel blocks
-        assert kept[0][1].shape == (5, 4, 64, 16) and kept[2][1] is kept[0][1]
+        blocks = kept[0][1]
+        assert blocks.shape == (5, 4 * 64 * 16 + 64 * 4) and kept[2][1] is blocks
+        # each chunk's 64 row sums after its block, zeros past the 300 rows
+        sums = cupy.asnumpy(blocks[:, 4 * 64 * 16 :]).view(np.int32).reshape(-1)
+        np.testing.assert_array_equal(sums[:300], w.reshape(300, 40).astype(np.int32).sum(1))
+        assert not sums[300:].any()
     else:
         assert kept == [None] * 3
 
