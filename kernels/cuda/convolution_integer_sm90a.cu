@@ -1239,30 +1239,31 @@ __global__ void __launch_bounds__(256, 1)
         wg::fence_operands(acc[1]);
         __syncthreads();  // the chunk's MMAs done (its filter block free), its row sums in
         load_filter(i + BLOCKS);
-        // acc[u][4 j + 2 h + e]: pixel 4 wd + 2 u + h, channel 8 j + 2 t + e.
+        // acc[u][4 j + 2 h + e]: pixel 4 wd + 2 u + h, channel 8 j + 2 t + e. The rows'
+        // constants are read first, so that the loads are not held behind the stores.
         if (live) {
-            int* const staged = reinterpret_cast<int*>(smem + b * staged_bytes);
+            const unsigned staged = base + b * staged_bytes + 16 * wd;
+            unsigned bias[16], zw[16];
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
+            for (int q = 0; q < 16; ++q) {
+                const int ch = 8 * (q >> 1) + 2 * t + (q & 1);
+                bias[q] = static_cast<unsigned>(biases[64 * b + ch]);
+                zw[q] = ZW ? static_cast<unsigned>(row_zw[64 * b + ch]) : 0u;
+            }
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int ch = 8 * j + 2 * t + e;
-                    const unsigned bias = static_cast<unsigned>(biases[64 * b + ch]);
-                    unsigned v[4];
+            for (int q = 0; q < 16; ++q) {
+                const int j = q >> 1;
+                const int e = q & 1;
+                unsigned v[4];
 #pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        v[k] = static_cast<unsigned>(acc[k >> 1][4 * j + 2 * (k & 1) + e]) + bias;
-                    }
-                    if constexpr (ZW) {
-                        const unsigned zw = static_cast<unsigned>(row_zw[64 * b + ch]);
-#pragma unroll
-                        for (int k = 0; k < 4; ++k) v[k] -= zw * static_cast<unsigned>(xsum[k]);
-                    }
-                    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                                     conv::smem_addr(staged + ch * HW + 4 * wd)),
-                                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
-                                 : "memory");
+                for (int k = 0; k < 4; ++k) {
+                    v[k] = static_cast<unsigned>(acc[k >> 1][4 * j + 2 * (k & 1) + e]) + bias[q];
+                    if constexpr (ZW) v[k] -= zw[q] * static_cast<unsigned>(xsum[k]);
                 }
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                                 staged + (8 * j + 2 * t + e) * HW * 4),
+                             "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                             : "memory");
             }
         }
         conv::fence_proxy_async();  // the staged rows, visible to the bulk copy
