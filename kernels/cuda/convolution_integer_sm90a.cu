@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         reinterpret_cast<long long*>(smem + STAGES * stage_bytes + run_bytes);
     int* xs_sum = reinterpret_cast<int*>(col_off + TN);
     int* epi = xs_sum + TN;
-    int* row_bias = epi + (THREADS / 32) * 16 * EPI_PITCH;
+    int* row_sum = epi + (THREADS / 32) * 16 * EPI_PITCH;
     // Each stage's barrier: its filter block has landed.
     __shared__ __align__(8) unsigned long long full_bar_mem[STAGES];
     const unsigned full_bar = conv::smem_addr(full_bar_mem);
@@ -879,7 +879,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
                                  : "r"(b_base + (L + row) * 16));
-                    int v = kc == 0 ? 0 : row_bias[r];
+                    int v = kc == 0 ? 0 : row_sum[r];
                     v = conv::byte_sum<XS>(u.x, v);
                     v = conv::byte_sum<XS>(u.y, v);
                     v = conv::byte_sum<XS>(u.z, v);
@@ -888,7 +888,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                     v = conv::byte_sum<XS>(w.y, v);
                     v = conv::byte_sum<XS>(w.z, v);
                     v = conv::byte_sum<XS>(w.w, v);
-                    row_bias[r] = v;
+                    row_sum[r] = v;
                 }
             }
         }
@@ -903,7 +903,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 unsigned v = 0u;
 #pragma unroll
                 for (int t = 0; t < TAPS; ++t) {
-                    v += static_cast<unsigned>(row_bias[c + tap_row(t, L)]);
+                    v += static_cast<unsigned>(row_sum[c + tap_row(t, L)]);
                 }
                 xs_sum[c] = static_cast<int>(v);
             }
@@ -1005,8 +1005,9 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 // no K-major copy of the image is made. The words W = (g & 3) + 4 warp + 16 (g >> 2) + 32 wgi
 // put a warp's 32 loads of a channel row in 32 banks where the rows are an odd number of words
 // apart, and its output stores (16 bytes: one channel of the thread's 4 pixels) in distinct
-// bank quads. Both warpgroups take every chunk of the run (each half of the image's 256 pixel
-// rows): its 2 KS MMAs a warpgroup, its rows' constants while they run, then a staging block
+// bank quads where HW / 4 is odd (with HW a multiple of 16, two passes a quarter-warp). Both
+// warpgroups take every chunk of the run (each half of the image's 256 pixel rows): its 2 KS
+// MMAs a warpgroup, its rows' constants while they run, then a staging block
 // in the output's order (an image's rows of one channel after another) that leaves as one
 // bulk copy while the next chunk's MMAs run (two staging blocks). The filter blocks come in
 // three at a time, the first before the image and the others behind it: where a registered

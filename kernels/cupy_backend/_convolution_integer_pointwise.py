@@ -5,7 +5,8 @@ the image (C x H*W) as it lies in memory; the kernel transposes the input's byte
 into the tensor cores' fragments, so there is no transform pass, and writes the NCHW int32
 output directly. Each CTA copies its filter rows into shared memory and sums them itself, so a
 call prepares nothing where the filter's rows lie as 16-byte multiples; otherwise a padded copy
-is made (and kept with a registered operator's constants).
+is made (and kept with a registered operator's constants, as are, for the warpgroup-MMA form,
+the filter's blocks with their rows' sums).
 
 Three forms: the ring form, a CTA per 64 output channels streaming its input through a ring of
 stages; and, where many output channels share each input byte, two whose CTA keeps its input
@@ -102,7 +103,7 @@ def _forms(plan: PointwisePlan, c: int, hw: int, limit: int) -> dict[Form, Point
     if cc == 90 and hw <= _WGMMA_PIXELS and kp <= _WGMMA_CHANNELS:
         ld = (hw // 4) | 1  # the image's rows in words (at most: odd where not dense)
         staging = max(2 * 64 * hw * 4, kp * ld * 4 + 256)  # (first the image)
-        smem = staging + _WGMMA_BLOCKS * _slot(kp) + 1024  # blocks, row sums and z_w
+        smem = staging + _WGMMA_BLOCKS * _slot(kp) + 1024  # filter slots; biases, z_w
         if smem + _WGMMA_STATIC <= limit:
             forms["wgmma"] = plan._replace(form="wgmma", smem=smem)
     return forms

@@ -336,6 +336,7 @@ def test_forms(xt: Any, wt: Any, zp_mode: str, run: int, form: str, hw: tuple[in
         (1, 1, (2, 2), 70, "resident", 2, "resident"),
         (2, 40, (17, 36), 130, "resident", 2, "resident"),  # 4-byte copies; 3 tiles
         (2, 41, (6, 10), 130, "wgmma", 2, "wgmma"),  # C HW not a multiple of 16: 4-byte copies
+        (2, 41, (4, 10), 130, "wgmma", 2, "wgmma"),  # ... into rows of 11 words for 10
         (1, 256, (4, 53), 128, None, None, "wgmma"),  # 212 pixels, 256 channels
         (2, 256, (16, 16), 192, None, None, "wgmma"),  # 256 pixels and channels: the most
         (1, 64, (13, 20), 128, None, None, "ring"),  # 260 pixels: two tiles, the ring form
@@ -367,23 +368,29 @@ def test_form_shapes(
 
 @pytest.mark.parametrize("run", [1, 2, 3, 8])
 @pytest.mark.parametrize("form", ["resident", "wgmma"])
-def test_forms_on_views_with_kept_filter(form: str, run: int) -> None:
+@pytest.mark.parametrize(
+    ("xt", "wt", "zp_mode"), [(np.uint8, np.int8, "channel"), (np.int8, np.uint8, "none")]
+)
+def test_forms_on_views_with_kept_filter(
+    form: str, run: int, xt: Any, wt: Any, zp_mode: str
+) -> None:
     """The resident and MMA forms on an input view (every other image, planes from the third
     on) with a registration's kept filter (a padded copy of its rows; for the MMA form also
-    its blocks, each chunk one bulk copy), over repeated calls with other zero points."""
+    its blocks and their rows' sums, each chunk one bulk copy), over repeated calls with other
+    zero points: per channel, new each call, or none."""
     import cupy
 
     conv = _conv()
-    rng = np.random.default_rng([31, run, len(form)])
+    rng = np.random.default_rng([31, run, len(form), len(zp_mode)])
     options = conv.Options(pointwise_form=form, pointwise_run=run)
     cache: dict[Any, Any] = {}
-    w = _rand(rng, (300, 40, 1, 1), np.int8)  # rows of 40 bytes: a padded copy, kept
+    w = _rand(rng, (300, 40, 1, 1), wt)  # rows of 40 bytes: a padded copy, kept
     w_dev = cupy.asarray(w)
     kept = []
     for i in range(3):
-        x = _rand(rng, (4, 43, 6, 10), np.uint8)
+        x = _rand(rng, (4, 43, 6, 10), xt)
         x_dev = cupy.asarray(x)[::2, 3:]
-        zw = rng.integers(-128, 128, 300).astype(np.int32)  # per channel, new each call
+        zw = zero_points(rng, zp_mode, wt, 300)
         ran: list[Any] = []
         got = conv.convolution_integer(
             x_dev, w_dev, 100 + i, zw, *_ONE, 1, options, ran=ran, filter_cache=cache
@@ -405,8 +412,8 @@ def test_forms_on_views_with_kept_filter(form: str, run: int) -> None:
 
 
 def test_mma_form_kept_blocks_over_a_long_run() -> None:
-    """A registered operator's kept blocks over a run of 10 chunks (each warpgroup's two
-    blocks filled three times: their barriers' phases wrap), then a call with another filter
+    """A registered operator's kept blocks over a run of 10 chunks (its three blocks filled
+    four, three and three times: their barriers' phases wrap), then a call with another filter
     while those are kept (its blocks made for the call alone, launched as usual)."""
     import cupy
 
