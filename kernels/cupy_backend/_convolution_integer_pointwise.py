@@ -19,6 +19,7 @@ dependents."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, MutableMapping
 from typing import Any, Literal, NamedTuple
 
@@ -58,6 +59,8 @@ _WGMMA_PIXELS = 256
 _WGMMA_CHANNELS = 256
 _WGMMA_BLOCKS = 3
 _WGMMA_STATIC = 128
+# Inline calls' dependent launches kept, most recent first (each holds its packed arguments).
+_INLINE_LAUNCHES = 64
 
 Form = Literal["ring", "resident", "wgmma"]
 
@@ -277,7 +280,9 @@ def _mma_form(
     `zero_point_argument` give them. A registered operator's filter (`cache` given) comes in
     as one bulk copy a chunk of its kept blocks; with those complete before the call (all the
     kernel reads before the grid ahead of it in the stream completes), the call is launched
-    as a programmatic dependent, its launch kept with the blocks."""
+    as a programmatic dependent, its launch kept with the blocks. An inline call reads
+    everything after that grid completes: it too is launched as a programmatic dependent (its
+    launches kept for recent arguments)."""
     rows, zp_dev = filter_arrays
     ldw, zw_all = filter_ints
     hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
@@ -306,4 +311,13 @@ def _mma_form(
             cache["pointwise launch"] = (key, dependent)
         if dependent(*arrays):
             return
+    elif not prepared and _inline_launch(kernel, scalars)(*arrays):
+        return
     kernel(*arrays, *scalars)
+
+
+@functools.lru_cache(maxsize=_INLINE_LAUNCHES)
+def _inline_launch(kernel: Any, scalars: tuple[Any, ...]) -> DependentLaunch:
+    """The dependent launch of an inline call of the warpgroup-MMA form with these arguments
+    (packing them costs more host time than the launch)."""
+    return DependentLaunch(kernel, scalars, arrays=5)

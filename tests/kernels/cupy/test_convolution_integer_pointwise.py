@@ -438,6 +438,36 @@ def test_mma_form_kept_blocks_over_a_long_run() -> None:
         assert cache["pointwise blocks"][0][1] == devices[0].data.ptr
 
 
+def test_inline_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inline calls of the MMA form (no kept filter) queued back to back, each reading the
+    bytes the call before it wrote, as the registered calls below: every call is launched to
+    start while the grid ahead of it finishes and must read nothing, filter rows included,
+    before that grid is done."""
+    import cupy
+
+    if _expected_form("wgmma") != "wgmma":
+        pytest.skip("the MMA form runs on compute capability 9.0 only")
+    conv = _conv()
+    dependent = dependent_launches(monkeypatch)
+    rng = np.random.default_rng(42)
+    n, c, hw, m = 4, 128, 12, 192
+    w = cupy.asarray(_rand(rng, (m, c, 1, 1), np.int8))
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+
+    def call(x: Any) -> Any:
+        ran: list[Any] = []
+        out = conv.convolution_integer(x, w, 5, zw, *_ONE, 1, ran=ran)
+        _form(ran[0], "wgmma", 1, 3)
+        return out
+
+    first = cupy.asarray(_rand(rng, (n, c, hw, hw), np.uint8))
+    w_host = cupy.asnumpy(w)
+    for x, out in chained_calls(call, first):
+        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 5, zw, *_ONE, 1)
+        np.testing.assert_array_equal(cupy.asnumpy(out), want)
+    assert dependent == [True] * 8
+
+
 def test_registered_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """Registered calls of the MMA form queued back to back, each reading the bytes the call
     before it wrote (its int32 output seen as the next call's uint8 input), checked once the
