@@ -78,6 +78,19 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
                  : "r"(addr));
 }
 
+// M("s8" or "u8", "s8" or "u8"): the PTX byte types of two operands, signed where AS and BS
+// (compile-time flags); for the MMA instructions, whose types are part of their names.
+#define DML_CONV_BYTE_TYPES(M, AS, BS)  \
+    if constexpr ((AS) && (BS)) {        \
+        M("s8", "s8");                   \
+    } else if constexpr ((AS) && !(BS)) { \
+        M("s8", "u8");                   \
+    } else if constexpr (!(AS) && (BS)) { \
+        M("u8", "s8");                   \
+    } else {                             \
+        M("u8", "u8");                   \
+    }
+
 // d += a * b on m16n8k32; A = filter (row), B = input (col); plain wrap-around accumulate.
 #define DML_CI_MMA(ATYPE, BTYPE)                                                              \
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." ATYPE "." BTYPE                      \
@@ -125,15 +138,7 @@ __device__ __forceinline__ void mma_k32(int (&d)[4], const unsigned (&a)[4], uns
     }
     for (int i = 0; i < 4; ++i) d[i] = static_cast<int>(acc[i]);
 #else
-    if constexpr (WS && XS) {
-        DML_CI_MMA("s8", "s8");
-    } else if constexpr (WS && !XS) {
-        DML_CI_MMA("s8", "u8");
-    } else if constexpr (!WS && XS) {
-        DML_CI_MMA("u8", "s8");
-    } else {
-        DML_CI_MMA("u8", "u8");
-    }
+    DML_CONV_BYTE_TYPES(DML_CI_MMA, WS, XS)
 #endif
 }
 #undef DML_CI_MMA

@@ -84,27 +84,16 @@ __device__ __forceinline__ void fence_operands(int (&d)[N]) {
 template <int N, bool WS, bool XS>
 __device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsigned long long db,
                                     int scale = 1) {
-#define DML_WG_PAIR(M)                        \
-    if constexpr (WS && XS) {                 \
-        M("s8", "s8");                        \
-    } else if constexpr (WS && !XS) {         \
-        M("s8", "u8");                        \
-    } else if constexpr (!WS && XS) {         \
-        M("u8", "s8");                        \
-    } else {                                  \
-        M("u8", "u8");                        \
-    }
     if constexpr (N == 64) {
-        DML_WG_PAIR(DML_WG_N64)
+        DML_CONV_BYTE_TYPES(DML_WG_N64, WS, XS)
     } else if constexpr (N == 128) {
-        DML_WG_PAIR(DML_WG_N128)
+        DML_CONV_BYTE_TYPES(DML_WG_N128, WS, XS)
     } else if constexpr (N == 224) {
-        DML_WG_PAIR(DML_WG_N224)
+        DML_CONV_BYTE_TYPES(DML_WG_N224, WS, XS)
     } else {
         static_assert(N == 256, "wgmma N");
-        DML_WG_PAIR(DML_WG_N256)
+        DML_CONV_BYTE_TYPES(DML_WG_N256, WS, XS)
     }
-#undef DML_WG_PAIR
 }
 #undef DML_WG_N64
 #undef DML_WG_N128
@@ -1029,16 +1018,8 @@ namespace wg {
 // plus d where scale is 1.
 template <bool AS, bool BS>
 __device__ __forceinline__ void mma_regs(int (&d)[32], const unsigned (&a)[4],
-                                       unsigned long long db, int scale) {
-    if constexpr (AS && BS) {
-        DML_WR_ASM("s8", "s8");
-    } else if constexpr (AS && !BS) {
-        DML_WR_ASM("s8", "u8");
-    } else if constexpr (!AS && BS) {
-        DML_WR_ASM("u8", "s8");
-    } else {
-        DML_WR_ASM("u8", "u8");
-    }
+                                         unsigned long long db, int scale) {
+    DML_CONV_BYTE_TYPES(DML_WR_ASM, AS, BS)
 }
 #undef DML_WR_ASM
 #undef DML_WG_R32

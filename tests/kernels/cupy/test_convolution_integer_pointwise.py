@@ -438,41 +438,15 @@ def test_mma_form_kept_blocks_over_a_long_run() -> None:
         assert cache["pointwise blocks"][0][1] == devices[0].data.ptr
 
 
-def test_inline_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inline calls of the MMA form (no kept filter) queued back to back, each reading the
-    bytes the call before it wrote, as the registered calls below: every call is launched to
-    start while the grid ahead of it finishes and must read nothing, filter rows included,
-    before that grid is done."""
-    import cupy
-
-    if _expected_form("wgmma") != "wgmma":
-        pytest.skip("the MMA form runs on compute capability 9.0 only")
-    conv = _conv()
-    dependent = dependent_launches(monkeypatch)
-    rng = np.random.default_rng(42)
-    n, c, hw, m = 4, 128, 12, 192
-    w = cupy.asarray(_rand(rng, (m, c, 1, 1), np.int8))
-    zw = rng.integers(-128, 128, m).astype(np.int32)
-
-    def call(x: Any) -> Any:
-        ran: list[Any] = []
-        out = conv.convolution_integer(x, w, 5, zw, *_ONE, 1, ran=ran)
-        _form(ran[0], "wgmma", 1, 3)
-        return out
-
-    first = cupy.asarray(_rand(rng, (n, c, hw, hw), np.uint8))
-    w_host = cupy.asnumpy(w)
-    for x, out in chained_calls(call, first):
-        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 5, zw, *_ONE, 1)
-        np.testing.assert_array_equal(cupy.asnumpy(out), want)
-    assert dependent == [True] * 8
-
-
-def test_registered_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Registered calls of the MMA form queued back to back, each reading the bytes the call
-    before it wrote (its int32 output seen as the next call's uint8 input), checked once the
-    whole chain has run. With the filter's blocks kept, each call is launched to start while
-    the grid ahead of it finishes, and must read no input before that grid is done; the chain
+@pytest.mark.parametrize("registered", [False, True])
+def test_mma_calls_chained_through_memory(
+    monkeypatch: pytest.MonkeyPatch, registered: bool
+) -> None:
+    """Calls of the MMA form queued back to back, each reading the bytes the call before it
+    wrote (its int32 output seen as the next call's uint8 input), checked once the whole chain
+    has run. Inline (no kept filter) and registered (the filter's blocks kept), each call is
+    launched to start while the grid ahead of it finishes, and must read nothing that grid
+    writes (an inline call: nothing at all, filter rows included) before it is done; the chain
     is queued behind a GPU-side wait, so that the calls meet on the GPU back to back however
     slowly the host issues them, and the small grids leave most SMs free, so a call that read
     early would see its input before it was written."""
@@ -482,21 +456,23 @@ def test_registered_mma_calls_chained_through_memory(monkeypatch: pytest.MonkeyP
         pytest.skip("the MMA form runs on compute capability 9.0 only")
     conv = _conv()
     dependent = dependent_launches(monkeypatch)
-    rng = np.random.default_rng(41)
-    n, c, hw, m = 4, 256, 14, 128
+    rng = np.random.default_rng(41 if registered else 42)
+    n, c, hw, m = (4, 256, 14, 128) if registered else (4, 128, 12, 192)
+    zx = 7 if registered else 5
     w = cupy.asarray(_rand(rng, (m, c, 1, 1), np.int8))
     zw = rng.integers(-128, 128, m).astype(np.int32)
-    cache: dict[Any, Any] = {}
+    cache: dict[Any, Any] | None = {} if registered else None
 
     def call(x: Any) -> Any:
         ran: list[Any] = []
-        out = conv.convolution_integer(x, w, 7, zw, *_ONE, 1, ran=ran, filter_cache=cache)
-        _form(ran[0], "wgmma", 1, 2)
+        out = conv.convolution_integer(x, w, zx, zw, *_ONE, 1, ran=ran, filter_cache=cache)
+        _form(ran[0], "wgmma", 1, -(-m // 64))
         return out
 
     first = cupy.asarray(_rand(rng, (n, c, hw, hw), np.uint8))
     w_host = cupy.asnumpy(w)
     for x, out in chained_calls(call, first):
-        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *_ONE, 1)
+        want = reference.convolution_integer(cupy.asnumpy(x), w_host, zx, zw, *_ONE, 1)
         np.testing.assert_array_equal(cupy.asnumpy(out), want)
-    assert dependent == [True] * 8  # the first call's blocks are complete before it launches
+    # registered: the first call's blocks are complete before it launches
+    assert dependent == [True] * 8
