@@ -87,7 +87,7 @@ def _patched(source: str) -> str:
         "        const long long v0 = static_cast<long long>(tn) * TN;\n        stamp(1);\n",
     )
     published = (
-        "            wg::fence_proxy_async();  // published by the barrier of the tile's first"
+        "            conv::fence_proxy_async();  // published by the barrier of the tile's first"
         " chunk\n"
     )
     swap(published, published + "            stamp(2);\n")
@@ -95,7 +95,7 @@ def _patched(source: str) -> str:
     swap(first, "            if (kc == 0) stamp(3);\n" + first)
     epilogue = "        wg::wait<0>();\n        // ---- the tile's epilogue"
     swap(epilogue, epilogue.replace("// ----", "stamp(5);\n        // ----"))
-    end = "        }\n    }\n    conv::cp_async_wait<0>();\n#endif\n}\n\n}  // namespace dml"
+    end = "        }\n    }\n    conv::cp_async_wait<0>();\n#endif\n}\n\n// ---- 1x1 layers"
     swap(
         end,
         "        }\n        stamp(6);\n        ++stamp_tile;\n    }\n"
@@ -107,7 +107,7 @@ def _patched(source: str) -> str:
         "        dml_ends[blockIdx.x * 4 + 1] = g1;\n"
         "        dml_ends[blockIdx.x * 4 + 2] = stamp_c0;\n"
         "        dml_ends[blockIdx.x * 4 + 3] = clock64();\n"
-        "    }\n#endif\n}\n\n}  // namespace dml",
+        "    }\n#endif\n}\n\n// ---- 1x1 layers",
     )
     return source
 
