@@ -465,7 +465,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                          int Wp, int OH, int OW, int S, int dil_h, int dil_w, int M, int Mg,
                          int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles, int H,
                          int W, int ph, int pw, int Cg, unsigned zx4, long long xs_n,
-                         long long xs_c, long long span_lo, long long span_hi, int splits) {
+                         long long xs_c, long long span_lo, long long span_hi, int splits,
+                         int input_first) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -586,17 +587,25 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     wg::fence_operands(acc);
 
     // Before the grid ahead in the stream completes (a dependent launch), nothing is read or
-    // written but the prepared filter, which the launcher asks a dependent launch for only
-    // where it is a registration's constant (prepared and completed by an earlier call): so
-    // the first filter stages go out first where the input is read in place; a transformed
-    // input is the grid ahead's output.
-    if constexpr (!GATHER) wg::wait_prior_grid();
+    // written that it may write. The launcher asks a dependent launch for in two cases. The
+    // prepared filter is a registration's constant (prepared and completed by an earlier call):
+    // the first filter stages go out first where the input is read in place (a transformed
+    // input is the grid ahead's output). Or (`input_first`, the input read in place) the grid
+    // ahead is the call's own filter prep, which began only once all before it had completed
+    // and writes nothing but the prepared filter and bias: the first tile's run is gathered
+    // first, then the wait, then the filter stages.
+    auto first_stages = [&]() {
 #pragma unroll 1  // one copy of the (cold) loading code here, one in the loop
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < items) load_item(s);
-        conv::cp_async_commit();
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < items) load_item(s);
+            conv::cp_async_commit();
+        }
+    };
+    if constexpr (!GATHER) wg::wait_prior_grid();
+    if (!GATHER || !input_first) {
+        first_stages();
+        if constexpr (GATHER) wg::wait_prior_grid();
     }
-    if constexpr (GATHER) wg::wait_prior_grid();
     wg::allow_next_grid();
     // GATHER: the image's pixels of the split's channels (its 16-channel blocks, rows at
     // run_base + block L 16) over the z_x already there: per image met by the run, the flat
@@ -807,6 +816,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             __syncthreads();
             gather(ct, v0);
             conv::fence_proxy_async();  // published by the barrier of the tile's first chunk
+            if (input_first && it == 0) {  // the first tile's run is in: now its filter
+                wg::wait_prior_grid();
+                first_stages();
+            }
         }
         for (int kc = 0; kc < ct.nk; ++kc, ++it) {
             conv::cp_async_wait<STAGES - 2>();
@@ -1281,7 +1294,7 @@ DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
     template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA, SH, SW>( \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int,   \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,   \
-        unsigned, long long, long long, long long, long long, int)
+        unsigned, long long, long long, long long, long long, int, int)
 DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false, 1, 1);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true, 1, 1);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false, 1, 1);

@@ -293,6 +293,16 @@ class _GemmPlan:
             return None
         return DependentLaunch(self.gemm, self.gemm_args, arrays=_GEMM_ARRAYS)
 
+    @functools.cached_property
+    def gemm_after_prep(self) -> DependentLaunch | None:
+        """The GEMM's launch as a programmatic dependent of the call's own filter prep, where
+        it reads its input where it lies: it gathers its first tile's input (written before the
+        prep began) while the prep runs, and waits for the prep before its filter stages (its
+        last scalar argument, `input_first`, set)."""
+        if self.kernel != "wgmma_shift_gather":
+            return None
+        return DependentLaunch(self.gemm, (*self.gemm_args[:-1], np.int32(1)), arrays=_GEMM_ARRAYS)
+
 
 # the GEMMs' leading arguments: filter, input, zero points, bias, out
 _GEMM_ARRAYS = 5
@@ -398,19 +408,19 @@ def _run(
     """One call of `plan`: the preparations it needs, then its GEMM into ``out``."""
     import cupy
 
+    if plan.zero_out:  # first: the GEMM may start under the launch just before it
+        stream = cupy.cuda.get_current_stream().ptr
+        cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
     if plan.xn_shape is None:
         wp, bias, zp_dev, kept = _prepared_filter(w, q, plan, filter_cache)
         xn = x
     else:
         xn = cupy.empty(plan.xn_shape, dtype=cupy.uint8)
         wp, bias, zp_dev, kept = _prepared_filter(w, q, plan, filter_cache, x, xn)
-    if plan.zero_out:
-        stream = cupy.cuda.get_current_stream().ptr
-        cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
     arrays = (wp, xn, zp_dev, bias, out)
     # With a kept filter (all a dependent reads early) the GEMM may start under the end of the
-    # grid ahead of it.
-    dependent = plan.gemm_dependent if kept else None
+    # grid ahead of it; else, reading its input where it lies, under its filter prep.
+    dependent = plan.gemm_dependent if kept else plan.gemm_after_prep
     if dependent is None or not dependent(*arrays):
         plan.gemm(*arrays, *plan.gemm_args)
 
@@ -772,6 +782,7 @@ def _shift_plan(
     args = (
         *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
         np.uint32(zx4), *(np.int64(v) for v in (sn, sc, lo, hi)), np.int32(splits),
+        np.int32(0),  # input_first: see `_GemmPlan.gemm_after_prep`
     )  # fmt: skip
     return gemm, args, (64 * wm, tiles_m), splits > 1, best[1]
 

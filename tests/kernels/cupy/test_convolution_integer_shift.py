@@ -701,19 +701,21 @@ def test_plan_timing_stops_at_its_budget(monkeypatch: pytest.MonkeyPatch) -> Non
         assert [p.kernel for p in timed] == [what] and list(cache["tuned"].values()) == [None]
 
 
-@pytest.mark.parametrize("gather", [True, False])
-def test_registered_calls_chained_through_memory(
-    gather: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("gather", "registered"), [(True, True), (False, True), (True, False)])
+def test_calls_chained_through_memory(
+    gather: bool, registered: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Registered calls queued back to back, each reading the bytes the call before it wrote
-    (its int32 output seen as the next call's uint8 input), checked once the whole chain has
-    run. With its filter kept, the GEMM is launched to start while the grid ahead of it
-    finishes, and must read no input before that grid is done. K unsplit, so that no memset
-    stands between two GEMMs, and the chain queued behind a GPU-side wait, so that the calls
-    meet on the GPU back to back however slowly the host issues them; the small images leave
-    most SMs free, so a GEMM that read early would see its input before it was written. Where
-    the input is transformed, the transform runs between the GEMMs and the chain checks the
-    results only."""
+    """Calls queued back to back, each reading the bytes the call before it wrote (its int32
+    output seen as the next call's uint8 input), checked once the whole chain has run. With its
+    filter kept, the GEMM is launched to start while the grid ahead of it finishes, and must
+    read no input before that grid is done; with the filter prepared by each call (input read
+    where it lies), the GEMM starts under its own filter prep, gathers its input, and must read
+    the prepared filter only once the prep is done. K unsplit, so that no memset stands between
+    the launches, and the chain queued behind a GPU-side wait, so that the calls meet on the GPU
+    back to back however slowly the host issues them; the small images leave most SMs free, so
+    a GEMM that read early would see its input or filter before it was written. Where the input
+    is transformed, the transform runs between the GEMMs and the chain checks the results
+    only."""
     import cupy
 
     from dmlserve.kernels import reference
@@ -728,7 +730,7 @@ def test_registered_calls_chained_through_memory(
     zw = rng.integers(-128, 128, m).astype(np.int32)
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
     options = conv.Options(gather=gather, tune=False, split_k=1)
-    cache: dict[Any, Any] = {}
+    cache: dict[Any, Any] | None = {} if registered else None
 
     def call(x: Any) -> Any:
         ran: list[Any] = []
@@ -741,4 +743,6 @@ def test_registered_calls_chained_through_memory(
     for x, out in chained_calls(call, first):
         want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *geometry)
         np.testing.assert_array_equal(cupy.asnumpy(out), want)
-    assert dependent == [True] * 7  # every call but the first (which prepared the filter)
+    # every call where the input is read in place (after its own filter prep, or with the
+    # filter kept); else every call but the first (which prepared the filter)
+    assert dependent == [True] * (8 if gather else 7)
