@@ -366,6 +366,13 @@ __global__ void __launch_bounds__(BM * 2)
 // (r dh % SH, s dw % SW) at (oh + r dh / SH, ow + s dw / SW): again one shift of one run, the run
 // now one per plane (each chunk's rows [plane][k16 half][L]).
 //
+// K split: a tile's channel chunks are split over `splits` CTAs, each summing its own. With CL =
+// splits (a thread-block cluster of the tile's splits), after their MMAs each CTA sends the
+// partial sums of the 32-column blocks it does not own to their owners' shared memory (block
+// cc is rank cc % CL's), and each owner adds them to its own and stores its blocks: every
+// output word is written once. No CTA touches another's memory but between two cluster
+// barriers. With CL = 1 the splits' sums meet in the zeroed output by atomic adds.
+//
 // GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes, at
 // any alignment), not from a padded transformed copy: at the start of each tile the CTA writes
 // its whole run, every channel chunk (Cgp x L bytes, resident for the tile), into shared memory:
@@ -409,6 +416,22 @@ __device__ __forceinline__ void wait_prior_grid() {
 __device__ __forceinline__ void allow_next_grid() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
+// Every thread of the cluster's CTAs: what each wrote before is visible to all after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile(
+        "barrier.cluster.arrive.release.aligned;\n"
+        "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// 16 bytes into the shared memory of the cluster's CTA `rank`, at the address `local` has in
+// this CTA's.
+__device__ __forceinline__ void st_cluster(unsigned local, unsigned rank, unsigned a, unsigned b,
+                                           unsigned c, unsigned d) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(remote), "r"(a),
+                 "r"(b), "r"(c), "r"(d)
+                 : "memory");
+}
 __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
     asm volatile(
         "{\n.reg .pred done;\nwait_%=:\n"
@@ -421,7 +444,8 @@ __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
 
 namespace wg {
 // Tile `tile` of the shifted-window GEMM: BM-row block tm (fastest), K split sp, pixel block tn,
-// group g; and the split's channel chunks [kb, kb + nk) of KT. CTAs start their split's chunks
+// group g (`split_fastest`, the splits of a tile in a cluster: sp, then tm); and the split's
+// channel chunks [kb, kb + nk) of KT. CTAs start their split's chunks
 // at different places (the sums do not care about the order), so that the SMs do not all ask
 // L2 for the same filter bytes at the same moment: chunk kc of the tile is its split's
 // chunk(kc) = (kc + rot) % nk-th, rot = blockIdx.x % nk.
@@ -432,12 +456,20 @@ struct ShiftTile {
     }
 };
 __device__ __forceinline__ ShiftTile shift_tile(int tile, int tiles_m, int splits, int tiles_n,
-                                                int KT) {
+                                                int KT, bool split_fastest) {
     ShiftTile t;
-    t.tm = tile % tiles_m;
-    int rest = tile / tiles_m;
-    t.sp = rest % splits;
-    rest /= splits;
+    int rest;
+    if (split_fastest) {
+        t.sp = tile % splits;
+        rest = tile / splits;
+        t.tm = rest % tiles_m;
+        rest /= tiles_m;
+    } else {
+        t.tm = tile % tiles_m;
+        rest = tile / tiles_m;
+        t.sp = rest % splits;
+        rest /= splits;
+    }
     t.tn = rest % tiles_n;
     t.g = rest / tiles_n;
     t.kb = t.sp * KT / splits;
@@ -457,8 +489,8 @@ __device__ __forceinline__ int pixels_before(int r, int H, int W, int Wp, int ph
 }  // namespace wg
 
 template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS,
-          bool GATHER, int SH, int SW>
-__global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
+          bool GATHER, int SH, int SW, int CL>
+__global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1) __cluster_dims__(CL, 1, 1)
     conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
                          const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
                          const int* __restrict__ bias, int* __restrict__ out, int N, int Hp,
@@ -477,7 +509,13 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     constexpr int TN = WN * BN;
     constexpr int A_BYTES = TAPS * BM * 32;
     constexpr int NPL = SH * SW;  // phase planes
+    // K split over the cluster: per owner, the partial sums it receives (from each other CTA,
+    // per column block it owns, per thread 4 x 16 bytes)
+    constexpr int NB = BN / 32;
+    constexpr int OB = (NB + CL - 1) / CL;
+    constexpr int RECV_BYTES = (CL - 1) * OB * 4 * THREADS * 16;
     static_assert(STAGES >= 2, "stages");
+    static_assert(CL >= 1 && CL <= 4 && BN % 32 == 0, "K splits");
     static_assert((SH == 1 || SH == 2) && (SW == 1 || SW == 2) && (GATHER || NPL == 1), "strides");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
@@ -488,9 +526,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     unsigned char* const smem = smem_raw + (smem_base - conv::smem_addr(smem_raw));
     const int KT = Cgp >> 5;  // channel chunks of 32
     // GATHER: after the stages, the tile's run, its split's chunks one after the other, as a
-    // stage holds them
+    // stage holds them; in a cluster, the same bytes (at least RECV_BYTES) take the partial
+    // sums from its other CTAs once the tile's MMAs are done
     const unsigned run_base = smem_base + STAGES * stage_bytes;
-    const int run_bytes = GATHER ? (KT + splits - 1) / splits * NPL * L * 32 : 0;
+    const int run_bytes = max(GATHER ? (KT + splits - 1) / splits * NPL * L * 32 : 0, RECV_BYTES);
     // then output offsets and input sums per column, each warp's output block, input sums per
     // row of the run (of each plane)
     constexpr int EPI_PITCH = 40;
@@ -539,7 +578,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
                 static_cast<int>(gridDim.x) * KT;
     } else {
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            items += wg::shift_tile(tile, tiles_m, splits, tiles_n, KT).nk;
+            items += wg::shift_tile(tile, tiles_m, splits, tiles_n, KT, CL > 1).nk;
         }
     }
 
@@ -547,7 +586,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
     // decoded once per tile.
     int ld_tile = blockIdx.x;
     int ld_kc = 0;
-    wg::ShiftTile lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
+    wg::ShiftTile lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT, CL > 1);
     auto load_item = [&](int stage) {
         const unsigned a_base = smem_base + stage * stage_bytes;
         const unsigned b_base = a_base + A_BYTES;
@@ -577,7 +616,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
         if (++ld_kc == lt.nk) {
             ld_kc = 0;
             ld_tile += gridDim.x;
-            if (ld_tile < tiles) lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT);
+            if (ld_tile < tiles) lt = wg::shift_tile(ld_tile, tiles_m, splits, tiles_n, KT, CL > 1);
         }
     };
 
@@ -800,7 +839,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 
     int it = 0;  // the item (tile, chunk) in this CTA's stream
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const wg::ShiftTile ct = wg::shift_tile(tile, tiles_m, splits, tiles_n, KT);
+        const wg::ShiftTile ct = wg::shift_tile(tile, tiles_m, splits, tiles_n, KT, CL > 1);
         const int tm = ct.tm;
         const int tn = ct.tn;
         const int g = ct.g;
@@ -929,8 +968,74 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             for (int h = 0; h < 2; ++h) {
                 const int r = (lane >> 2) + 8 * h;
                 const int m = g * Mg + (r < rows ? row0 + r : Mg - 1);  // any row of the group
-                bm[h] = ct.sp == 0 ? static_cast<unsigned>(bias[m]) : 0u;  // once per output
+                // once per output
+                bm[h] = CL > 1 || ct.sp == 0 ? static_cast<unsigned>(bias[m]) : 0u;
                 zw[h] = ZW ? static_cast<unsigned>(w_zp[m]) : 0u;
+            }
+            if constexpr (CL > 1) {
+                // K split over the cluster: every CTA of it is past its MMAs (its run is
+                // free); each sends its sums of the blocks it does not own, its own z_w term
+                // taken off, to their owners, then adds what it received to the blocks it owns
+                // (block by block, picked by compare chains as in the store loop below).
+                const int rank = ct.sp;
+                // where block ch's 16 bytes jj from source `slot` lie in its owner's memory
+                auto recv_at = [&](int slot, int ch, int jj) {
+                    return run_base + (((slot * OB + ch / CL) * 4 + jj) * THREADS + tid) * 16;
+                };
+                wg::cluster_sync();
+#pragma unroll 1
+                for (int ch = 0; ch < NB; ++ch) {
+                    const int owner = ch % CL;
+                    if (owner == rank) continue;
+                    const int slot = rank < owner ? rank : rank - 1;
+#pragma unroll
+                    for (int cc = 0; cc < NB; ++cc) {
+                        if (cc != ch) continue;
+#pragma unroll
+                        for (int jj = 0; jj < 4; ++jj) {
+                            const int col = wn * BN + 32 * cc + 8 * jj + 2 * (lane & 3);
+                            unsigned x0 = 0u, x1 = 0u;
+                            if constexpr (ZW) {
+                                const int2 xs = *reinterpret_cast<const int2*>(xs_sum + col);
+                                x0 = static_cast<unsigned>(xs.x);
+                                x1 = static_cast<unsigned>(xs.y);
+                            }
+                            const int e = 4 * (4 * cc + jj);
+                            wg::st_cluster(recv_at(slot, ch, jj), static_cast<unsigned>(owner),
+                                           static_cast<unsigned>(acc[e]) - zw[0] * x0,
+                                           static_cast<unsigned>(acc[e + 1]) - zw[0] * x1,
+                                           static_cast<unsigned>(acc[e + 2]) - zw[1] * x0,
+                                           static_cast<unsigned>(acc[e + 3]) - zw[1] * x1);
+                        }
+                    }
+                }
+                wg::cluster_sync();
+#pragma unroll 1
+                for (int ch = rank; ch < NB; ch += CL) {
+#pragma unroll 1
+                    for (int slot = 0; slot < CL - 1; ++slot) {
+#pragma unroll
+                        for (int cc = 0; cc < NB; ++cc) {
+                            if (cc != ch) continue;
+#pragma unroll
+                            for (int jj = 0; jj < 4; ++jj) {
+                                uint4 u;
+                                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                             : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                                             : "r"(recv_at(slot, ch, jj)));
+                                const int e = 4 * (4 * cc + jj);
+                                acc[e] = static_cast<int>(static_cast<unsigned>(acc[e]) + u.x);
+                                acc[e + 1] =
+                                    static_cast<int>(static_cast<unsigned>(acc[e + 1]) + u.y);
+                                acc[e + 2] =
+                                    static_cast<int>(static_cast<unsigned>(acc[e + 2]) + u.z);
+                                acc[e + 3] =
+                                    static_cast<int>(static_cast<unsigned>(acc[e + 3]) + u.w);
+                            }
+                        }
+                    }
+                }
+                __syncthreads();  // read before the CTA's next tile writes its run there
             }
             int* const out_rows = out + static_cast<long long>(g * Mg + row0) * P;
             // One copy of the store code for every block of 32 columns (the kernel runs once
@@ -938,9 +1043,10 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
             // over the blocks is not unrolled, and each block's fragments are picked by a
             // compare chain, since register indices must be constants.
 #pragma unroll 1
-            for (int ch = 0; ch < BN / 32; ++ch) {
+            for (int ch = 0; ch < NB; ++ch) {
+                if (CL > 1 && ch % CL != ct.sp) continue;  // another CTA of the cluster's
 #pragma unroll
-                for (int cc = 0; cc < BN / 32; ++cc) {
+                for (int cc = 0; cc < NB; ++cc) {
                     if (cc != ch) continue;
 #pragma unroll
                     for (int jj = 0; jj < 4; ++jj) {
@@ -970,7 +1076,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1)
 #pragma unroll
                     for (int r = 0; r < 16; ++r) v[r] = wst[r * EPI_PITCH + lane];
                     int* o = out_rows + off;
-                    if (splits == 1) {
+                    if (CL > 1 || splits == 1) {
 #pragma unroll
                         for (int r = 0; r < 16; ++r) {
                             if (r < rows) o[static_cast<long long>(r) * P] = v[r];
@@ -1290,25 +1396,26 @@ DML_WG_INST(signed char, signed char, 64, 64, 8, true);
 DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
 DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
-#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA, SH, SW)                                      \
-    template __global__ void dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA, SH, SW>( \
+#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA, SH, SW, CL)                                  \
+    template __global__ void                                                                      \
+    dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA, SH, SW, CL>(                     \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int,   \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,   \
         unsigned, long long, long long, long long, long long, int, int)
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false, 1, 1);
-DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true, 1, 1);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false, 1, 1);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true, 1, 1);
-DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false, 1, 1);
-DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, true, 2, 2);
-DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, true, 2, 2);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2);
-DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true, 1, 1, 2);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false, 1, 1, 1);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 1, 3);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false, 1, 1, 2);
+DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true, 1, 1, 4);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, true, 2, 2, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, true, 2, 2, 2);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1, 3);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1, 4);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1, 2);
 #undef DML_WS_INST
 #define DML_WP_INST(WT, XT, ZW, KS)                                                             \
     template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, KS>(                   \

@@ -315,6 +315,36 @@ def _launch_kernel_ex() -> Any:
     return function
 
 
+@functools.cache
+def _max_active_clusters_fn() -> Any:
+    """The driver's ``cuOccupancyMaxActiveClusters``, or None where the driver has none."""
+    try:
+        function = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
+                         ctypes.POINTER(_LaunchConfig))  # fmt: skip
+    function.restype = ctypes.c_int
+    return function
+
+
+def max_active_clusters(launch: Launch) -> int:
+    """How many thread-block clusters of `launch` (its kernel's cluster size compiled in, its
+    block and shared memory) the device runs at once: clusters take SMs of one GPC, so fewer
+    may fit than the SMs' count suggests. 0 where the driver cannot tell."""
+    query = _max_active_clusters_fn()
+    function = getattr(launch.kernel, "kernel", None)  # cupy.RawKernel's Function
+    if query is None or function is None:
+        return 0
+    config = _LaunchConfig(
+        (ctypes.c_uint * 3)(*launch.grid), (ctypes.c_uint * 3)(*launch.block), launch.shared_mem,
+        None, None, 0,
+    )  # fmt: skip
+    count = ctypes.c_int(0)
+    status: int = query(ctypes.byref(count), int(function.ptr), ctypes.byref(config))
+    return count.value if status == 0 else 0
+
+
 def packed_arguments(args: Sequence[Any], start: int = 0) -> bytes:
     """Kernel arguments as the driver lays out a kernel's parameters: each at its natural
     alignment, CuPy arrays (pointer parameters) as their device addresses, NumPy integer

@@ -23,6 +23,7 @@ from ._common import (
     device_zero_points,
     gpu_ms,
     launch,
+    max_active_clusters,
     plane_alignment,
     sm_count,
 )
@@ -122,6 +123,10 @@ _SHIFT_ALIGN = 128
 # from 30 to 36), where the unsplit kernel's loads alone on 128 @28 reach 14 (23.7 MB in 7.1
 # µs on 132 SMs).
 _SHIFT_MAX_SPLITS = 4
+# A K split's CTAs run as a cluster, their partial sums added in shared memory (no zeroed output,
+# no atomic adds; measured 1-2 µs faster where the clusters all fit at once, v26), on tiles of
+# at most this many pixels (the wider ones' accumulators leave no registers for the exchange).
+_CLUSTER_MAX_PIXELS = 128
 _SPLIT_GAIN = 0.75
 _TENSOR_MACS_PER_CLOCK = 4096
 _L2_BYTES_PER_CLOCK = 32
@@ -768,15 +773,33 @@ def _shift_plan(
         np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS,
         where is not None, q.sh, q.sw,
     )  # fmt: skip
-    gemm = launch(
-        SM90A_SOURCE,
-        "conv_int_wgmma_shift",
-        *template,
-        grid=(min(tiles, sms * per_sm), 1, 1),
-        block=(128 * wm * wn, 1, 1),
-        shared_mem=smem,
-        options=SM90A_OPTIONS,
-    )
+
+    def gemm_launch(cluster: int, shared_mem: int) -> Launch:
+        return launch(
+            SM90A_SOURCE,
+            "conv_int_wgmma_shift",
+            *template,
+            cluster,
+            grid=(min(tiles, _shift_grid(sms * per_sm, cluster)), 1, 1),
+            block=(128 * wm * wn, 1, 1),
+            shared_mem=shared_mem,
+            options=SM90A_OPTIONS,
+        )
+
+    # K split: the tile's splits as a cluster where the sums each CTA receives fit its run's
+    # bytes or beside them, and every cluster of the grid fits the GPU at once; else the
+    # splits' sums meet in the zeroed output
+    gemm = None
+    if splits > 1 and bn <= _CLUSTER_MAX_PIXELS:
+        resident = -(-kt // splits) * run * 32 * planes if where else 0
+        received = (splits - 1) * -(-(bn // 32) // splits) * 4 * 128 * wm * wn * 16
+        smem_cluster = smem - resident + max(resident, received)
+        if smem_cluster <= min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES:
+            gemm = gemm_launch(splits, smem_cluster)
+            if max_active_clusters(gemm) * splits < gemm.grid[0]:
+                gemm = None
+    zero_out = splits > 1 and gemm is None
+    gemm = gemm or gemm_launch(1, smem)
     ints = (q.n, hv, wv, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
     h, wd, ph, pw, cg, zx4, sn, sc, lo, hi = where or (0,) * 10
     args = (
@@ -784,7 +807,13 @@ def _shift_plan(
         np.uint32(zx4), *(np.int64(v) for v in (sn, sc, lo, hi)), np.int32(splits),
         np.int32(0),  # input_first: see `_GemmPlan.gemm_after_prep`
     )  # fmt: skip
-    return gemm, args, (64 * wm, tiles_m), splits > 1, best[1]
+    return gemm, args, (64 * wm, tiles_m), zero_out, best[1]
+
+
+def _shift_grid(resident: int, cluster: int) -> int:
+    """The shifted-window GEMM's persistent grid where `resident` CTAs fit the GPU at once: a
+    whole number of clusters, at least one."""
+    return max(cluster, resident // cluster * cluster)
 
 
 def _virtual_grid(q: _Problem, hpad: int, wpad: int, shared_pads: bool) -> tuple[int, int]:

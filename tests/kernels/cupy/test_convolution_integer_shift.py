@@ -331,6 +331,34 @@ def test_split_k(
         assert what == _expected(gather)
 
 
+@pytest.mark.parametrize(("tile", "in_cluster"), [((2, 1, 128), True), ((2, 1, 224), False)])
+def test_split_k_in_a_cluster_or_by_atomic_adds(
+    tile: tuple[int, int, int], in_cluster: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A K split on tiles of up to 128 pixels runs a tile's splits as a cluster, their sums
+    added in shared memory (no zeroed output); on wider tiles the sums meet in the zeroed output
+    by atomic adds. Both exact, with and without per-channel filter zero points."""
+    gemm = launcher("_convolution_integer_gemm")
+    plans: list[Any] = []
+    run = gemm._run
+
+    def recorded(plan: Any, *args: Any) -> None:
+        plans.append(plan)
+        run(plan, *args)
+
+    monkeypatch.setattr(gemm, "_run", recorded)
+    rng = np.random.default_rng([*tile, 17])
+    x = random_int8(rng, (2, 128, 12, 14), np.uint8)
+    w = random_int8(rng, (128, 128, 3, 3), np.int8)
+    options = launcher("convolution_integer").Options(shifted=tile, gather=True, split_k=2)
+    for zp_mode in ("none", "channel"):
+        zw = zero_points(rng, zp_mode, np.int8, 128)
+        what = check(x, w, 131, zw, (1, 1), (1, 1), (1, 1), (1, 1), 1, options=options)
+        assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        assert {p.zero_out for p in plans} == {not in_cluster}
+
+
 @pytest.mark.parametrize("splits", [2, 3])
 def test_split_k_persistent(splits: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """With one SM (two CTAs of the 64 x 128 tile), a CTA runs many (tile, split) pairs in
