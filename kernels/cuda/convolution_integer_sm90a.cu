@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1) __cluster
                          int Wp, int OH, int OW, int S, int dil_h, int dil_w, int M, int Mg,
                          int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles, int H,
                          int W, int ph, int pw, int Cg, unsigned zx4, long long xs_n,
-                         long long xs_c, long long span_lo, long long span_hi, int splits,
+                         long long xs_c, long long span_lo, long long span_hi, int k_splits,
                          int input_first) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
@@ -516,6 +516,8 @@ __global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1) __cluster
     constexpr int RECV_BYTES = (CL - 1) * OB * 4 * THREADS * 16;
     static_assert(STAGES >= 2, "stages");
     static_assert(CL >= 1 && CL <= 4 && BN % 32 == 0, "K splits");
+    // in a cluster, one split a CTA (the launcher's grid is a whole number of clusters)
+    const int splits = CL > 1 ? CL : k_splits;
     static_assert((SH == 1 || SH == 2) && (SW == 1 || SW == 2) && (GATHER || NPL == 1), "strides");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int stage_bytes = A_BYTES + (GATHER ? 0 : L * 32);
@@ -1396,6 +1398,7 @@ DML_WG_INST(signed char, signed char, 64, 64, 8, true);
 DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
 DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
+// (clusters, CL > 1, on tiles of up to 128 pixels only, as the launcher makes them)
 #define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA, SH, SW, CL)                                  \
     template __global__ void                                                                      \
     dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA, SH, SW, CL>(                     \
@@ -1407,12 +1410,12 @@ DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true, 1, 1, 2);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false, 1, 1, 1);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 1, 3);
 DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true, 1, 1, 1);
-DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false, 1, 1, 2);
+DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false, 1, 1, 1);
 DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true, 1, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true, 1, 1, 4);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true, 1, 1, 1);
 DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, true, 2, 2, 1);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, true, 2, 2, 2);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1, 3);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1, 1);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2, 1);
 DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1, 4);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1, 2);

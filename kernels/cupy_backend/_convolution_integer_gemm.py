@@ -115,17 +115,18 @@ _SHIFT_STATIC_BYTES = 64
 _SHIFT_ALIGN = 128
 # Among unsplit tiles the model takes the least fitted cost: over the waves of CTAs, a tile's
 # pixels x rows over its efficiency, plus a fixed part (a wave of small tiles pays its start
-# and gather again). K splits it may take (each split's partial sums are added into a zeroed
-# output): only where a model of a tile's time (the MMAs at the tensor rate or the operands'
-# L2 -> shared bytes, whichever is longer, then its output, then a fixed part), over the waves
-# of CTAs, expects 25% less than the best unsplit tile. The L2 rate (an SM's bytes a clock) is
-# a fitted one, near what 512 @7's filter stream reaches under its MMAs (~30; the fits hold
-# from 30 to 36), where the unsplit kernel's loads alone on 128 @28 reach 14 (23.7 MB in 7.1
-# µs on 132 SMs).
+# and gather again). K splits it may take (the splits' partial sums added up in a cluster's
+# shared memory or in a zeroed output, below): only where a model of a tile's time (the MMAs
+# at the tensor rate or the operands' L2 -> shared bytes, whichever is longer, then its
+# output, then a fixed part), over the waves of CTAs, expects 25% less than the best unsplit
+# tile. The L2 rate (an SM's bytes a clock) is a fitted one, near what 512 @7's filter stream
+# reaches under its MMAs (~30; the fits hold from 30 to 36), where the unsplit kernel's loads
+# alone on 128 @28 reach 14 (23.7 MB in 7.1 µs on 132 SMs).
 _SHIFT_MAX_SPLITS = 4
 # A K split's CTAs run as a cluster, their partial sums added in shared memory (no zeroed output,
-# no atomic adds; measured 1-2 µs faster where the clusters all fit at once, v26), on tiles of
-# at most this many pixels (the wider ones' accumulators leave no registers for the exchange).
+# no atomic adds; 1-2 µs faster on most split plans where the clusters all fit at once, 0.1-0.2
+# slower on one, bench/NOTES-convolution-integer.md v26), on tiles of at most this many pixels
+# (the wider ones' accumulators leave no registers for the exchange).
 _CLUSTER_MAX_PIXELS = 128
 _SPLIT_GAIN = 0.75
 _TENSOR_MACS_PER_CLOCK = 4096
@@ -812,7 +813,7 @@ def _shift_plan(
 
 def _shift_grid(resident: int, cluster: int) -> int:
     """The shifted-window GEMM's persistent grid where `resident` CTAs fit the GPU at once: a
-    whole number of clusters, at least one."""
+    whole number of clusters (a CTA's rank in its cluster is its tiles' K split), at least one."""
     return max(cluster, resident // cluster * cluster)
 
 

@@ -318,7 +318,8 @@ def test_split_k(
     shape: tuple[int, int, int, int], m: int, groups: int, splits: int, gather: bool
 ) -> None:
     """The channel chunks split over CTAs whose partial sums (with the bias once, the z_w term
-    per split) add up in the zeroed output."""
+    per split) add up: in shared memory where the splits run as a cluster (tiles of up to 128
+    pixels), else in the zeroed output."""
     rng = np.random.default_rng([*shape, m, splits])
     x = random_int8(rng, shape, np.uint8)
     w = random_int8(rng, (m, shape[1] // groups, 3, 3), np.int8)
@@ -361,8 +362,9 @@ def test_split_k_in_a_cluster_or_by_atomic_adds(
 
 @pytest.mark.parametrize("splits", [2, 3])
 def test_split_k_persistent(splits: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With one SM (two CTAs of the 64 x 128 tile), a CTA runs many (tile, split) pairs in
-    turn, each split's chunk count its own, the second CTA's chunk order rotated."""
+    """With one SM counted (two CTAs of the 64 x 128 tile; a grid of one cluster, of two or
+    three CTAs), a CTA runs many (tile, split) pairs in turn, each split's chunk count its own,
+    the other CTAs' chunk orders rotated."""
     gemm = launcher("_convolution_integer_gemm")
     rng = np.random.default_rng([splits, 11])
     x = random_int8(rng, (2, 160, 9, 12), np.int8)  # five chunks
@@ -738,7 +740,8 @@ def test_calls_chained_through_memory(
     filter kept, the GEMM is launched to start while the grid ahead of it finishes, and must
     read no input before that grid is done; with the filter prepared by each call (input read
     where it lies), the GEMM starts under its own filter prep, gathers its input, and must read
-    the prepared filter only once the prep is done. K unsplit, so that no memset stands between
+    the prepared filter only once the prep is done (each such call has a filter of its own, so
+    that an early read would see the call before's). K unsplit, so that no memset stands between
     the launches, and the chain queued behind a GPU-side wait, so that the calls meet on the GPU
     back to back however slowly the host issues them; the small images leave most SMs free, so
     a GEMM that read early would see its input or filter before it was written. Where the input
@@ -754,22 +757,28 @@ def test_calls_chained_through_memory(
     dependent = dependent_launches(monkeypatch)
     rng = np.random.default_rng(31)
     n, c, hw, m = 4, 64, 14, 64
-    w = cupy.asarray(random_int8(rng, (m, c, 3, 3), np.int8))
+    calls = 8
+    filters = [
+        cupy.asarray(random_int8(rng, (m, c, 3, 3), np.int8))
+        for _ in range(1 if registered else calls)
+    ]
     zw = rng.integers(-128, 128, m).astype(np.int32)
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
     options = conv.Options(gather=gather, tune=False, split_k=1)
     cache: dict[Any, Any] | None = {} if registered else None
+    used: list[Any] = []  # each call's filter
 
     def call(x: Any) -> Any:
         ran: list[Any] = []
+        w = filters[len(used) % len(filters)]
+        used.append(w)
         out = conv.convolution_integer(x, w, 7, zw, *geometry, options, ran, filter_cache=cache)
         assert ran == [_expected(gather)]
         return out
 
     first = cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))
-    w_host = cupy.asnumpy(w)
-    for x, out in chained_calls(call, first):
-        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 7, zw, *geometry)
+    for (x, out), w in zip(chained_calls(call, first, calls), used, strict=True):
+        want = reference.convolution_integer(cupy.asnumpy(x), cupy.asnumpy(w), 7, zw, *geometry)
         np.testing.assert_array_equal(cupy.asnumpy(out), want)
     # every call where the input is read in place (after its own filter prep, or with the
     # filter kept); else every call but the first (which prepared the filter)
