@@ -302,30 +302,30 @@ class _LaunchConfig(ctypes.Structure):
     )  # fmt: skip
 
 
-@functools.cache
-def _launch_kernel_ex() -> Any:
-    """The driver's ``cuLaunchKernelEx``, or None where the driver has none."""
+def _driver_function(name: str, *argtypes: Any) -> Any:
+    """The driver API's function `name` (returning a CUresult) with its argument types, or None
+    where the driver has none."""
     try:
-        function = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+        function = getattr(ctypes.CDLL("libcuda.so.1"), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = (ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.c_void_p)  # fmt: skip
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
     return function
+
+
+@functools.cache
+def _launch_kernel_ex() -> Any:
+    """The driver's ``cuLaunchKernelEx``, or None."""
+    return _driver_function("cuLaunchKernelEx", ctypes.POINTER(_LaunchConfig), ctypes.c_void_p,
+                            ctypes.c_void_p, ctypes.c_void_p)  # fmt: skip
 
 
 @functools.cache
 def _max_active_clusters_fn() -> Any:
-    """The driver's ``cuOccupancyMaxActiveClusters``, or None where the driver has none."""
-    try:
-        function = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = (ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
-                         ctypes.POINTER(_LaunchConfig))  # fmt: skip
-    function.restype = ctypes.c_int
-    return function
+    """The driver's ``cuOccupancyMaxActiveClusters``, or None."""
+    return _driver_function("cuOccupancyMaxActiveClusters", ctypes.POINTER(ctypes.c_int),
+                            ctypes.c_void_p, ctypes.POINTER(_LaunchConfig))  # fmt: skip
 
 
 def max_active_clusters(launch: Launch) -> int:

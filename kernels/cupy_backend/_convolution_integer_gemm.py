@@ -716,7 +716,7 @@ def _shift_plan(
     kt = cgp // 32  # channel chunks
     sms = sm_count()
     # (fitted cost, modelled clocks, the configuration): the best unsplit tile, the best split
-    Choice = tuple[float, float, tuple[int, int, int, int, int, int, int, int, int, int]]
+    Choice = tuple[float, float, tuple[int, int, int, int, int, int, int, int, int, int, int]]
     unsplit: Choice | None = None
     split_best: Choice | None = None
     for wm, wn, bn, most_stages, per_sm, eff in SHIFT_TILES:
@@ -741,12 +741,19 @@ def _shift_plan(
             resident = -(-kt // splits) * run * 32 * planes if where else 0
             rest = resident + tn * 12 + 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4 * planes
             rest += _SHIFT_ALIGN
-            room = min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES - rest
+            limit = min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES
             fewest = most_stages if planes == 1 else _SHIFT_MIN_STAGES
-            stages = min(most_stages, room // stage)
+            stages = min(most_stages, (limit - rest) // stage)
             if stages < fewest:
                 continue
             smem = stages * stage + rest
+            # K split as a cluster: the sums a CTA receives take its run's bytes (and more where
+            # they outgrow them); 0 where they do not fit or the tile is too wide
+            cluster_smem = 0
+            if splits > 1 and bn <= _CLUSTER_MAX_PIXELS:
+                received = (splits - 1) * -(-(bn // 32) // splits) * 4 * 128 * wm * wn * 16
+                cluster_smem = smem - resident + max(resident, received)
+                cluster_smem = cluster_smem if cluster_smem <= limit else 0
             # waves of CTAs, times the CTAs sharing an SM, times a tile's work: as fitted to
             # the unsplit tiles' timings, and as modelled
             ctas = tiles * splits
@@ -756,7 +763,7 @@ def _shift_plan(
             loads = (64 * wm * k + run * planes * image * cgp / splits) / _L2_BYTES_PER_CLOCK
             stores = 64 * wm * tn * outputs * 4 / _L2_BYTES_PER_CLOCK
             clocks = waves * (max(mma, loads) + stores + _TILE_FIXED_CLOCKS)
-            config = (wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits)
+            config = (wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits, cluster_smem)
             # (a timed-only tile, forced, competes with itself alone: any weight)
             choice = (waves * (64 * wm * tn / (eff or 1.0) + _TILE_FIXED_COST), clocks, config)
             if splits == 1 and (unsplit is None or choice[0] < unsplit[0]):
@@ -768,7 +775,7 @@ def _shift_plan(
         best = split_best
     if best is None:
         return None
-    wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits = best[2]
+    wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits, cluster_smem = best[2]
     tiles = tiles_m * tiles_n * q.g * splits
     template = (
         np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS,
@@ -787,18 +794,13 @@ def _shift_plan(
             options=SM90A_OPTIONS,
         )
 
-    # K split: the tile's splits as a cluster where the sums each CTA receives fit its run's
-    # bytes or beside them, and every cluster of the grid fits the GPU at once; else the
-    # splits' sums meet in the zeroed output
+    # K split: the tile's splits as a cluster where its shared memory allows and every cluster
+    # of the grid fits the GPU at once; else the splits' sums meet in the zeroed output
     gemm = None
-    if splits > 1 and bn <= _CLUSTER_MAX_PIXELS:
-        resident = -(-kt // splits) * run * 32 * planes if where else 0
-        received = (splits - 1) * -(-(bn // 32) // splits) * 4 * 128 * wm * wn * 16
-        smem_cluster = smem - resident + max(resident, received)
-        if smem_cluster <= min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES:
-            gemm = gemm_launch(splits, smem_cluster)
-            if max_active_clusters(gemm) * splits < gemm.grid[0]:
-                gemm = None
+    if cluster_smem:
+        gemm = gemm_launch(splits, cluster_smem)
+        if max_active_clusters(gemm) * splits < gemm.grid[0]:
+            gemm = None
     zero_out = splits > 1 and gemm is None
     gemm = gemm or gemm_launch(1, smem)
     ints = (q.n, hv, wv, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
