@@ -21,10 +21,13 @@ launch's own cost per call), the span from the first CTA's start to the last one
 spread of the CTAs' start times. The stamps add a few instructions per phase.
 
 Run on a GPU of compute capability 9.0, from the repository root:
-``python3 bench/conv_shift_timeline.py [--batch 32] [--model] [NAME ...]`` (NAME: a part of a
-layer's name; --model: the planner's model's plan instead of the timed one, which compiles
-every candidate plan's kernel first). The source patches assert the lines they rewrite, so a
-change to the kernel that moves them stops this tool with the line it no longer finds.
+``python3 bench/conv_shift_timeline.py [--batch 32] [--model] [--inline] [NAME ...]`` (NAME: a
+part of a layer's name; --model: the planner's model's plan instead of the timed one, which
+compiles every candidate plan's kernel first; --inline: the call without a registration, its
+filter prepared by the kernel before the GEMM, with the model's plan, as an unregistered call
+runs: "first stage" then includes the GEMM's wait for that prep). The source patches assert
+the lines they rewrite, so a change to the kernel that moves them stops this tool with the line
+it no longer finds.
 """
 
 from __future__ import annotations
@@ -153,11 +156,24 @@ def _cells(values: np.ndarray) -> str:
     return f"{statistics.median(values):.2f} ({values.max():.2f})"
 
 
-def layer(case: Any, batch: int, model: bool) -> str:
+def layer(case: Any, batch: int, model: bool, inline: bool = False) -> str:
     """One layer's table row: the plan a registration keeps (timed on its first call, with the
     kernels as they are; `model`: the model's plan, untimed), then that plan forced on the
-    stamped kernel."""
+    stamped kernel; `inline`: the unregistered call (the model's plan, the filter prepared by
+    each call)."""
     xs, w, zw, geo = bench.case_inputs(case, batch)
+    if inline:
+
+        def unregistered(i: int) -> Any:
+            return conv.convolution_integer(xs[i % 3], w, 128, zw, *geo, 1)
+
+        us = bench.time_ms(unregistered, 10, 7, 3) * 1e3
+        modules, restore = _instrument()
+        try:
+            unregistered(0)
+            return _stamped(case, unregistered, us, modules)
+        finally:
+            restore()
     kept: dict[Any, Any] = {}
     choice = None
     if not model:
@@ -237,6 +253,9 @@ def main() -> None:
     parser.add_argument(
         "--model", action="store_true", help="the model's plan (no timing of the plans)"
     )
+    parser.add_argument(
+        "--inline", action="store_true", help="unregistered calls (the filter prepared each call)"
+    )
     parser.add_argument("names", nargs="*", help="parts of layer names (default: all)")
     args = parser.parse_args()
     print(
@@ -249,7 +268,7 @@ def main() -> None:
             continue
         if args.names and not any(name in case.name for name in args.names):
             continue
-        print(layer(case, args.batch, args.model), flush=True)
+        print(layer(case, args.batch, args.model, args.inline), flush=True)
 
 
 if __name__ == "__main__":

@@ -43,11 +43,13 @@ __device__ __forceinline__ void filter_row(int m, const unsigned char* __restric
         const int n = Cg * RS;
         if (ws_s == 1 && ws_r == S && ws_c == RS &&
             ((reinterpret_cast<unsigned long long>(wm) | n) & 15) == 0) {
-            // a packed row, 16-byte aligned: one 16-byte load a thread (a loop of dependent
-            // byte loads would wait out the memory latency once per byte)
+            // a packed row, 16-byte aligned: 16-byte copies, all in flight at once (a loop of
+            // dependent byte loads would wait out the memory latency once per byte)
             for (int i = threadIdx.x; i < n / 16; i += blockDim.x) {
-                reinterpret_cast<uint4*>(w_row)[i] = reinterpret_cast<const uint4*>(wm)[i];
+                conv::cp_async16(conv::smem_addr(w_row + 16 * i), wm + 16 * i, 16);
             }
+            conv::cp_async_commit();
+            conv::cp_async_wait<0>();
         } else if (ws_s == 1 && ws_r == S && ws_c == RS) {  // packed: one run of bytes
 #pragma unroll 8
             for (int i = threadIdx.x; i < n; i += blockDim.x) w_row[i] = wm[i];
@@ -110,8 +112,10 @@ __device__ __forceinline__ void filter_row(int m, const unsigned char* __restric
 }
 }  // namespace prep
 
+// At most 32 registers a thread: blocks fit beside a shifted-window GEMM's CTAs on an SM
+// (convolution_integer_sm90a.cu).
 template <typename WT>
-__global__ void conv_int_prep_w(const unsigned char* __restrict__ w,
+__global__ void __launch_bounds__(256, 8) conv_int_prep_w(const unsigned char* __restrict__ w,
                                 const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
                                 int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
                                 int Mg, int BM, int tiles_m, int staged, long long ws_m,

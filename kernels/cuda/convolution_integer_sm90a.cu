@@ -488,9 +488,13 @@ __device__ __forceinline__ int pixels_before(int r, int H, int W, int Wp, int ph
 }
 }  // namespace wg
 
+// At most 224 registers a thread (CTAs of 128 * WM * WN threads, one or two an SM: 57344 of the
+// SM's 65536), so that a block of the filter prep (256 threads of 32) fits beside each SM's
+// GEMM: an unregistered call's GEMM starts under its prep (`input_first`). The widest tile of
+// one warpgroup (two an SM) keeps all its registers: capped, it spills.
 template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS,
           bool GATHER, int SH, int SW, int CL>
-__global__ void __launch_bounds__(128 * WM * WN, WM * WN == 1 ? 2 : 1) __cluster_dims__(CL, 1, 1)
+__global__ void __maxnreg__(WM * WN == 1 && BN == 256 ? 255 : 224) __cluster_dims__(CL, 1, 1)
     conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
                          const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
                          const int* __restrict__ bias, int* __restrict__ out, int N, int Hp,

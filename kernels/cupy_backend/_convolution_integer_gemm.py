@@ -56,6 +56,9 @@ SM90A_OPTIONS = ("-arch=sm_90a",)
 # prep, whose blocks then hold as much, 20 KB.
 _PREP_W_STAGED = 48 * 1024 - 128
 _PREP_XW_STAGED = 20 * 1024
+# The filter prep's threads a block where its GEMM starts under it: four blocks of 32 registers
+# a thread take the 8192 registers an SM keeps beside a GEMM CTA of 256 threads of 224.
+_PREP_W_THREADS_BESIDE = 64
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -103,6 +106,7 @@ _SHIFT_MIN_STAGES = 2
 # per resident CTA.
 _SMEM_CTA = 227 * 1024
 _SMEM_SM = 228 * 1024
+
 # The shifted-window GEMM computes every virtual pixel of the padded input; past this many per
 # output pixel (wide dilations over narrow outputs, say) the tap-by-tap GEMM runs instead.
 _SHIFT_MAX_VIRTUAL = 4
@@ -322,16 +326,25 @@ def _preps(
     w_dtype: str,
     prep_x: Launch | None,
     vec: int,
+    beside: bool = False,
 ) -> tuple[Launch, tuple[Any, ...], Launch | None, tuple[Any, ...]]:
     """The filter prep's launch and scalar arguments (but the filter's strides), alone and
-    together with the input prep (whose grid gains z-slices of one filter row per block)."""
+    together with the input prep (whose grid gains z-slices of one filter row per block).
+
+    `beside`: the GEMM, launched as the prep's dependent, starts under it (it reads its input
+    before it waits for the prep) where the SMs' registers and shared memory hold both: the
+    prep's blocks are then small (a few of them fit beside a GEMM CTA's 224 registers a
+    thread), and ask for the SM's shared memory as the GEMM's configuration (the carveout: an
+    SM set up for a small block must drain before it takes the GEMM's large one)."""
     bm, tiles_m = layout
     row = q.cg * q.r * q.s  # staged in shared memory where it fits the default limit
     staged = row if row <= _PREP_W_STAGED else 0
     prep_w = launch(
         _PREP_SOURCE, "conv_int_prep_w", np.dtype(w_dtype), grid=(q.m, 1, 1),
-        block=(256, 1, 1), shared_mem=staged,
+        block=(_PREP_W_THREADS_BESIDE if beside else 256, 1, 1), shared_mem=staged,
     )  # fmt: skip
+    if beside:
+        prep_w.kernel.preferred_shared_memory_carveout = 100
     sizes = (q.cg, q.s, cgp, kp, q.zx, q.mg, bm, tiles_m, staged)
     if prep_x is None:
         return prep_w, tuple(np.int32(v) for v in sizes), None, ()
@@ -592,7 +605,7 @@ def _plan(
             gather or staged is None or resident[4] <= staged[4] + transform
         ):
             run_gemm, run_args, layout, zero, _ = resident
-            prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0)
+            prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0, True)
             return _GemmPlan(
                 "wgmma_shift_gather", cgp, kp, None, None, (), run_gemm, run_args, layout, zero,
                 prep_w, prep_w_args, None, (),

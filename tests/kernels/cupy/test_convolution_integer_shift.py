@@ -731,6 +731,45 @@ def test_plan_timing_stops_at_its_budget(monkeypatch: pytest.MonkeyPatch) -> Non
         assert [p.kernel for p in timed] == [what] and list(cache["tuned"].values()) == [None]
 
 
+@pytest.mark.parametrize("layout", ["aligned", "misaligned", "backwards", "unstaged"])
+def test_unregistered_filter_prep_beside_the_gemm(
+    layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unregistered call's GEMM starts under its filter prep, whose small blocks then share
+    the SMs with it: more output channels (blocks) than fit beside the GEMM's CTAs, the filter's
+    rows packed and 16-byte aligned (copied in together), packed from an odd address, not packed
+    (channels backwards), or not staged in shared memory."""
+    from dmlserve.kernels.cupy_backend._common import sm_count
+
+    gemm = launcher("_convolution_integer_gemm")
+    if layout == "unstaged":
+        monkeypatch.setattr(gemm, "_PREP_W_STAGED", 0)
+    gemm._plan.cache_clear()  # plans made with the real constant would be reused
+    rng = np.random.default_rng(len(layout))
+    c, m = 32, 4 * sm_count() + 5
+    shape = (m, c, 3, 3)
+    x = random_int8(rng, (2, c, 8, 8), np.uint8)
+    if layout == "misaligned":  # the filter one byte into its buffer
+        w = random_int8(rng, (math.prod(shape) + 1,), np.int8)
+
+        def w_view(a: Any) -> Any:
+            return a[1:].reshape(shape)
+
+    else:
+        w = random_int8(rng, shape, np.int8)
+
+        def w_view(a: Any) -> Any:
+            return a[:, ::-1] if layout == "backwards" else a
+
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    try:
+        what = check(x, w, 3, zw, *geometry, w_view=w_view, options=_options())
+    finally:
+        gemm._plan.cache_clear()
+    assert what == _expected(True)
+
+
 @pytest.mark.parametrize(("gather", "registered"), [(True, True), (False, True), (True, False)])
 def test_calls_chained_through_memory(
     gather: bool, registered: bool, monkeypatch: pytest.MonkeyPatch
