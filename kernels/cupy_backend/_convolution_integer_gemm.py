@@ -59,6 +59,8 @@ _PREP_XW_STAGED = 20 * 1024
 # The filter prep's threads a block where its GEMM starts under it: four blocks of 32 registers
 # a thread take the 8192 registers an SM keeps beside a GEMM CTA of 256 threads of 224.
 _PREP_W_THREADS_BESIDE = 64
+# and its static shared memory (its warps' partial sums)
+_PREP_W_STATIC_BYTES = 128
 _PAD_SLACK = 1 << 20  # bytes of frame the padded input may add beyond twice the image
 # (BM output channels, BN pixels, shared stages, CTAs that fit one SM, relative efficiency).
 MMA_SYNC_TILES: tuple[tuple[int, int, int, int, float], ...] = (
@@ -96,6 +98,8 @@ SHIFT_TILES: tuple[tuple[int, int, int, int, int, float], ...] = (
     (2, 1, 64, 4, 1, 1.0),
     (1, 1, 64, 4, 2, 0.9),
 )
+# CTAs an SM by a tile's threads
+_SHIFT_CTAS_PER_SM = {128 * wm * wn: per_sm for wm, wn, _, _, per_sm, _ in SHIFT_TILES}
 _SHIFT_TAPS = 9
 # Its strides: 1, or 2 on the input read where it lies (each tap a shift within one of the
 # padded input's phase planes, whose runs take 4 times the shared memory: the tiles' stages
@@ -106,6 +110,7 @@ _SHIFT_MIN_STAGES = 2
 # per resident CTA.
 _SMEM_CTA = 227 * 1024
 _SMEM_SM = 228 * 1024
+_SMEM_RESERVED_PER_CTA = 1024
 
 # The shifted-window GEMM computes every virtual pixel of the padded input; past this many per
 # output pixel (wide dilations over narrow outputs, say) the tap-by-tap GEMM runs instead.
@@ -326,7 +331,7 @@ def _preps(
     w_dtype: str,
     prep_x: Launch | None,
     vec: int,
-    beside: bool = False,
+    beside: Launch | None = None,
 ) -> tuple[Launch, tuple[Any, ...], Launch | None, tuple[Any, ...]]:
     """The filter prep's launch and scalar arguments (but the filter's strides), alone and
     together with the input prep (whose grid gains z-slices of one filter row per block).
@@ -334,16 +339,22 @@ def _preps(
     `beside`: the GEMM, launched as the prep's dependent, starts under it (it reads its input
     before it waits for the prep) where the SMs' registers and shared memory hold both: the
     prep's blocks are then small (a few of them fit beside a GEMM CTA's 224 registers a
-    thread), and ask for the SM's shared memory as the GEMM's configuration (the carveout: an
-    SM set up for a small block must drain before it takes the GEMM's large one)."""
+    thread), stage no row where that would leave no room for one beside the GEMM's CTAs, and
+    ask for the SM's shared memory as the GEMM's configuration (the carveout: an SM set up for
+    a small block must drain before it takes the GEMM's large one)."""
     bm, tiles_m = layout
     row = q.cg * q.r * q.s  # staged in shared memory where it fits the default limit
-    staged = row if row <= _PREP_W_STAGED else 0
+    room = _PREP_W_STAGED
+    if beside is not None:
+        ctas = _SHIFT_CTAS_PER_SM[beside.block[0]]
+        taken = ctas * (beside.shared_mem + _SHIFT_STATIC_BYTES + _SMEM_RESERVED_PER_CTA)
+        room = min(room, _SMEM_SM - taken - _PREP_W_STATIC_BYTES - _SMEM_RESERVED_PER_CTA)
+    staged = row if row <= room else 0
     prep_w = launch(
         _PREP_SOURCE, "conv_int_prep_w", np.dtype(w_dtype), grid=(q.m, 1, 1),
         block=(_PREP_W_THREADS_BESIDE if beside else 256, 1, 1), shared_mem=staged,
     )  # fmt: skip
-    if beside:
+    if beside is not None:
         prep_w.kernel.preferred_shared_memory_carveout = 100
     sizes = (q.cg, q.s, cgp, kp, q.zx, q.mg, bm, tiles_m, staged)
     if prep_x is None:
@@ -605,7 +616,7 @@ def _plan(
             gather or staged is None or resident[4] <= staged[4] + transform
         ):
             run_gemm, run_args, layout, zero, _ = resident
-            prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0, True)
+            prep_w, prep_w_args, _, _ = _preps(q, cgp, kp, layout, w_dtype, None, 0, run_gemm)
             return _GemmPlan(
                 "wgmma_shift_gather", cgp, kp, None, None, (), run_gemm, run_args, layout, zero,
                 prep_w, prep_w_args, None, (),
@@ -754,7 +765,9 @@ def _shift_plan(
             resident = -(-kt // splits) * run * 32 * planes if where else 0
             rest = resident + tn * 12 + 4 * wm * wn * _SHIFT_EPI_BYTES + run * 4 * planes
             rest += _SHIFT_ALIGN
-            limit = min(_SMEM_CTA, _SMEM_SM // per_sm - 1024) - _SHIFT_STATIC_BYTES
+            limit = (
+                min(_SMEM_CTA, _SMEM_SM // per_sm - _SMEM_RESERVED_PER_CTA) - _SHIFT_STATIC_BYTES
+            )
             fewest = most_stages if planes == 1 else _SHIFT_MIN_STAGES
             stages = min(most_stages, (limit - rest) // stage)
             if stages < fewest:
