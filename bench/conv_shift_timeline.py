@@ -236,10 +236,12 @@ def _stamped(case: Any, call: Any, us: float, modules: list[tuple[str, Any]]) ->
     )
     smem = function.max_dynamic_shared_size_bytes
     empty.max_dynamic_shared_size_bytes = max(smem, 48 * 1024)
-    threads = int(function.attributes["max_threads_per_block"])
+    # the kernel's template arguments: WT, XT, WM, WN, ...; its CTA is 128 WM WN threads
+    template = expression[expression.index("<") + 1 : -1].split(", ")
+    threads = 128 * int(template[2]) * int(template[3])
     launch = (ctas,), (threads,), (cupy.zeros(1, cupy.int32),)
     empty_us = bench.time_ms(lambda i: empty(*launch, shared_mem=smem), 20, 5, 3) * 1e3
-    tile = expression[expression.index("<") + 1 : -1].split(", ")[2:]
+    tile = template[2:]
     cells = " | ".join(_cells(phases[:, k]) for k in range(len(PHASES)))
     return (
         f"| {case.name} | {', '.join(tile)} | {ctas} | {us:.1f} | {empty_us:.1f} | {span:.1f} "

@@ -115,7 +115,7 @@ __device__ __forceinline__ void filter_row(int m, const unsigned char* __restric
 // At most 32 registers a thread: blocks fit beside a shifted-window GEMM's CTAs on an SM
 // (convolution_integer_sm90a.cu).
 template <typename WT>
-__global__ void __launch_bounds__(256, 8) conv_int_prep_w(const unsigned char* __restrict__ w,
+__global__ void __maxnreg__(32) conv_int_prep_w(const unsigned char* __restrict__ w,
                                 const int* __restrict__ w_zp, unsigned char* __restrict__ wp,
                                 int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
                                 int Mg, int BM, int tiles_m, int staged, long long ws_m,

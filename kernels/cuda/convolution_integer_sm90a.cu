@@ -488,13 +488,25 @@ __device__ __forceinline__ int pixels_before(int r, int H, int W, int Wp, int ph
 }
 }  // namespace wg
 
+namespace wg {
 // At most 224 registers a thread (CTAs of 128 * WM * WN threads, one or two an SM: 57344 of the
-// SM's 65536), so that a block of the filter prep (256 threads of 32) fits beside each SM's
-// GEMM: an unregistered call's GEMM starts under its prep (`input_first`). The widest tile of
-// one warpgroup (two an SM) keeps all its registers: capped, it spills.
+// SM's 65536), so that blocks of the filter prep (64 threads of 32 registers) fit beside each
+// SM's GEMM: an unregistered call's GEMM starts under its prep (`input_first`). The variants
+// that would spill under the cap keep all their registers: the widest tile of one warpgroup,
+// and wide tiles with per-channel filter zero points on phase planes or a transformed input,
+// or on phase planes of 256 pixels or of unequal strides.
+constexpr int shift_max_registers(int WM, int WN, int BN, bool ZW, bool GATHER, int SH, int SW) {
+    return (WM * WN == 1 && BN == 256) || (ZW && BN >= 224 && (SH * SW > 1 || !GATHER)) ||
+                   (SH * SW > 1 && (BN == 256 || SH != SW))
+               ? 255
+               : 224;
+}
+}  // namespace wg
+
 template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS,
           bool GATHER, int SH, int SW, int CL>
-__global__ void __maxnreg__(WM * WN == 1 && BN == 256 ? 255 : 224) __cluster_dims__(CL, 1, 1)
+__global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, SW))
+    __cluster_dims__(CL, 1, 1)
     conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
                          const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
                          const int* __restrict__ bias, int* __restrict__ out, int N, int Hp,

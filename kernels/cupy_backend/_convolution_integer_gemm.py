@@ -338,12 +338,14 @@ def _preps(
 
     `beside`: the GEMM, launched as the prep's dependent, starts under it (it reads its input
     before it waits for the prep) where the SMs' registers and shared memory hold both: the
-    prep's blocks are then small (a few of them fit beside a GEMM CTA's 224 registers a
-    thread), stage no row where that would leave no room for one beside the GEMM's CTAs, and
-    ask for the SM's shared memory as the GEMM's configuration (the carveout: an SM set up for
-    a small block must drain before it takes the GEMM's large one)."""
+    prep's blocks are then small (a few of them fit beside a GEMM CTA of 224 registers a
+    thread; the variants that keep all their registers share no SM) and stage no row where that
+    would leave no room for one beside the GEMM's CTAs. Every launch of the prep asks for the
+    SM's shared memory as the GEMM's configuration (the carveout: an SM set up for a small
+    block must drain before it takes the GEMM's large one)."""
     bm, tiles_m = layout
-    row = q.cg * q.r * q.s  # staged in shared memory where it fits the default limit
+    # the row staged in shared memory where it fits the default limit (and the room beside)
+    row = q.cg * q.r * q.s
     room = _PREP_W_STAGED
     if beside is not None:
         ctas = _SHIFT_CTAS_PER_SM[beside.block[0]]
@@ -354,8 +356,7 @@ def _preps(
         _PREP_SOURCE, "conv_int_prep_w", np.dtype(w_dtype), grid=(q.m, 1, 1),
         block=(_PREP_W_THREADS_BESIDE if beside else 256, 1, 1), shared_mem=staged,
     )  # fmt: skip
-    if beside is not None:
-        prep_w.kernel.preferred_shared_memory_carveout = 100
+    prep_w.kernel.preferred_shared_memory_carveout = 100
     sizes = (q.cg, q.s, cgp, kp, q.zx, q.mg, bm, tiles_m, staged)
     if prep_x is None:
         return prep_w, tuple(np.int32(v) for v in sizes), None, ()

@@ -731,22 +731,38 @@ def test_plan_timing_stops_at_its_budget(monkeypatch: pytest.MonkeyPatch) -> Non
         assert [p.kernel for p in timed] == [what] and list(cache["tuned"].values()) == [None]
 
 
-@pytest.mark.parametrize("layout", ["aligned", "misaligned", "backwards", "unstaged"])
+@pytest.mark.parametrize(
+    ("layout", "c"),
+    [("aligned", 32), ("aligned", 512), ("misaligned", 32), ("backwards", 32), ("unstaged", 32)],
+)
 def test_unregistered_filter_prep_beside_the_gemm(
-    layout: str, monkeypatch: pytest.MonkeyPatch
+    layout: str, c: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unregistered call's GEMM starts under its filter prep, whose small blocks then share
-    the SMs with it: more output channels (blocks) than fit beside the GEMM's CTAs, the filter's
-    rows packed and 16-byte aligned (copied in together), packed from an odd address, not packed
-    (channels backwards), or not staged in shared memory."""
+    the SMs with it: more output channels (blocks) than SMs, the filter's rows packed and
+    16-byte aligned (copied in together; 32 channels: fewer copies and channel words than a
+    block's threads, 512: more), packed from an odd address, not packed (channels backwards),
+    or not staged in shared memory."""
     from dmlserve.kernels.cupy_backend._common import sm_count
 
+    if _expected() == "mma_sync":
+        pytest.skip("the shifted-window GEMM runs on compute capability 9.0 only")
     gemm = launcher("_convolution_integer_gemm")
     if layout == "unstaged":
         monkeypatch.setattr(gemm, "_PREP_W_STAGED", 0)
+    preps: list[Any] = []  # the filter preps the plans made beside their GEMMs
+    made = gemm._preps
+
+    def record(*args: Any) -> Any:
+        launches = made(*args)
+        if len(args) > 7 and args[7] is not None:
+            preps.append(launches[0])
+        return launches
+
+    monkeypatch.setattr(gemm, "_preps", record)
     gemm._plan.cache_clear()  # plans made with the real constant would be reused
-    rng = np.random.default_rng(len(layout))
-    c, m = 32, 4 * sm_count() + 5
+    rng = np.random.default_rng([len(layout), c])
+    m = 4 * sm_count() + 5
     shape = (m, c, 3, 3)
     x = random_int8(rng, (2, c, 8, 8), np.uint8)
     if layout == "misaligned":  # the filter one byte into its buffer
@@ -768,6 +784,9 @@ def test_unregistered_filter_prep_beside_the_gemm(
     finally:
         gemm._plan.cache_clear()
     assert what == _expected(True)
+    (prep,) = preps
+    assert prep.grid == (m, 1, 1) and prep.block == (gemm._PREP_W_THREADS_BESIDE, 1, 1)
+    assert prep.shared_mem == (0 if layout == "unstaged" else c * 9)
 
 
 @pytest.mark.parametrize(("gather", "registered"), [(True, True), (False, True), (True, False)])
