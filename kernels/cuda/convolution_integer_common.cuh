@@ -26,6 +26,28 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(a);
 }
 
+// Programmatic dependent launch (sm_90 and later; a launch that allows it may start this grid
+// while the grid before it in the stream still runs): wait for that grid to complete and its
+// writes to be visible; let the grid after this one start (its CTAs then wait in turn).
+// Without the launch attribute, and before sm_90, both do nothing.
+__device__ __forceinline__ void wait_prior_grid() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next_grid() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// The start of a kernel that reads and writes only after the grid ahead of it completes (so
+// that it may be launched as that grid's programmatic dependent whatever it reads): the wait,
+// then the next grid let in, whose CTAs take SMs as this grid's leave.
+__device__ __forceinline__ void dependent_start() {
+    wait_prior_grid();
+    allow_next_grid();
+}
+
 // 16-byte global->shared copy; src_bytes = 0 fills the destination with zeros.
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),

@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(256) conv_int_dw_bands(
     const int MO = CG == 1 ? 1 : Mg;  // output channels a CTA forms
     unsigned* tile = reinterpret_cast<unsigned*>(smem + 4 * (RS * CG * MO + (CG == 1 ? 0 : MO)));
 
+    conv::dependent_start();  // everything below reads or writes what the grid ahead may
     const int tid = static_cast<int>(threadIdx.x);
     const int plane = static_cast<int>(blockIdx.x);  // n * M + m
     const int oy0 = static_cast<int>(blockIdx.y) * TY, ox0 = static_cast<int>(blockIdx.z) * (V * TX);

@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(GR_WARPS * 32, CG == 32 ? 1 : 2) conv_int_grou
     constexpr int QUADS = CG / 4;  // 4-channel words per cell
     unsigned char* const gr_frame = dynamic_smem<unsigned char>();
     const int ctas_per_image = (G + GR_GROUPS - 1) / GR_GROUPS;
+    conv::dependent_start();  // everything below reads or writes what the grid ahead may
     const int img = blockIdx.x / ctas_per_image;
     const int group0 = (blockIdx.x - img * ctas_per_image) * GR_GROUPS;
     const int cells = FH * FW;

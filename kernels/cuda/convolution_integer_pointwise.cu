@@ -221,6 +221,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 2)
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2;
     const int t = lane & 3;
+    conv::dependent_start();  // everything below reads or writes what the grid ahead may
     const int mc = blockIdx.x % mchunks;
     const int rest = blockIdx.x / mchunks;
     const int img = rest / tiles;
@@ -328,6 +329,7 @@ __global__ void __launch_bounds__(PW_WARPS * 32, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
     __trap();  // no bulk copies: the launcher sends work here on sm_90 and later only
 #else
+    conv::dependent_start();  // everything below reads or writes what the grid ahead may
     constexpr bool WS = conv::is_signed_byte<WT>::value;
     constexpr bool XS = conv::is_signed_byte<XT>::value;
     extern __shared__ __align__(128) unsigned char pw_smem[];

@@ -120,11 +120,9 @@ __global__ void __maxnreg__(32) conv_int_prep_w(const unsigned char* __restrict_
                                 int* __restrict__ bias, int Cg, int S, int Cgp, int Kp, int x_zp,
                                 int Mg, int BM, int tiles_m, int staged, long long ws_m,
                                 long long ws_c, long long ws_r, long long ws_s) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // A GEMM launched as this grid's dependent may start now: it reads what this grid writes
     // only after its wait for this grid's completion.
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+    conv::allow_next_grid();
     prep::filter_row<WT>(blockIdx.x, w, w_zp, wp, bias, Cg, S, Cgp, Kp, x_zp, Mg, BM, tiles_m,
                          staged, ws_m, ws_c, ws_r, ws_s);
 }

@@ -406,16 +406,8 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
         ::"r"(bar), "r"(bytes), "r"(dst), "l"(src)
         : "memory");
 }
-// Programmatic dependent launch (a launch that allows it may start this grid while the grid
-// before it in the stream still runs): wait for that grid to complete and its writes to be
-// visible; let the grid after this one start (its CTAs then wait in turn). Without the
-// launch attribute both do nothing.
-__device__ __forceinline__ void wait_prior_grid() {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-__device__ __forceinline__ void allow_next_grid() {
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
+using conv::allow_next_grid;
+using conv::wait_prior_grid;
 // Every thread of the cluster's CTAs: what each wrote before is visible to all after.
 __device__ __forceinline__ void cluster_sync() {
     asm volatile(

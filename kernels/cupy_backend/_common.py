@@ -42,6 +42,7 @@ __all__ = [
     "grid_for",
     "index_type",
     "launch",
+    "launch_dependent",
     "opaque",
     "param_struct",
     "plan_cache",
@@ -410,6 +411,25 @@ class DependentLaunch:
         # reports any error that is not about the attribute).
         status: int = launch_ex(ctypes.byref(config), int(self._function.ptr), None, extra)
         return status == 0
+
+
+# Dependent launches kept for recent kernels and arguments: packing the arguments costs more
+# host time than the launch.
+_DEPENDENT_LAUNCHES = 64
+
+
+@functools.lru_cache(maxsize=_DEPENDENT_LAUNCHES)
+def _dependent(kernel: Launch, scalars: tuple[Any, ...], arrays: int) -> DependentLaunch:
+    return DependentLaunch(kernel, scalars, arrays)
+
+
+def launch_dependent(kernel: Launch, arrays: tuple[Any, ...], scalars: tuple[Any, ...]) -> None:
+    """Launch `kernel` on `arrays` (device arrays, its first parameters) and `scalars` as a
+    programmatic dependent of the grid ahead of it in the stream where the driver allows it,
+    else as usual. The kernel must read and write nothing before its ``griddepcontrol.wait``
+    (``conv::dependent_start`` first thing)."""
+    if not _dependent(kernel, scalars, len(arrays))(*arrays):
+        kernel(*arrays, *scalars)
 
 
 def launch(

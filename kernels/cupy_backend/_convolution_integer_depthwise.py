@@ -19,6 +19,7 @@ from ._common import (
     device_zero_points,
     fast_divmod,
     launch,
+    launch_dependent,
     zero_point_argument,
 )
 
@@ -176,13 +177,10 @@ def depthwise(x: Any, w: Any, out: Any, q: Any, plan: DepthwisePlan) -> None:
     divisors = (
         fast_divmod(d)[1:] for d in (_ctas_per_image(q), q.mg, wpw, tx)
     )  # (mul, shift) each
-    kernel(
-        x,
-        w,
-        zp_dev,
-        out,
+    scalars = (
         *(np.int32(v) for v in ints),
         *(np.uint32(v) for pair in divisors for v in pair),
         *(np.int64(v) for v in x.strides),
         *(np.int64(v) for v in (w.strides[0], w.strides[1], w.strides[2], w.strides[3])),
     )
+    launch_dependent(kernel, (x, w, zp_dev, out), scalars)

@@ -17,6 +17,7 @@ from ._common import (
     device_zero_points,
     fast_divmod,
     launch,
+    launch_dependent,
     plane_alignment,
     wrap32,
     zero_point_argument,
@@ -102,13 +103,10 @@ def grouped(x: Any, w: Any, out: Any, q: Any, plan: GroupedPlan) -> None:
     # The staging loop's items per channel quad and its row length, then OW.
     staging = (q.h * q.wd // 4, q.wd) if plan.words else (plan.fh * plan.fw, plan.fw)
     divisors = [fast_divmod(d)[1:] for d in (*staging, q.ow)]
-    kernel(
-        x,
-        w,
-        zp_dev,
-        out,
+    scalars = (
         *map(np.int32, ints),
         *(np.uint32(v) for pair in divisors for v in pair),
         *map(np.int64, x.strides),
         *map(np.int64, w.strides),
     )
+    launch_dependent(kernel, (x, w, zp_dev, out), scalars)

@@ -19,7 +19,6 @@ dependents."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, MutableMapping
 from typing import Any, Literal, NamedTuple
 
@@ -32,6 +31,7 @@ from ._common import (
     contiguous_planes,
     device_zero_points,
     launch,
+    launch_dependent,
     max_shared_memory,
     plane_alignment,
     sm_count,
@@ -59,8 +59,6 @@ _WGMMA_PIXELS = 256
 _WGMMA_CHANNELS = 256
 _WGMMA_BLOCKS = 3
 _WGMMA_STATIC = 128
-# Inline calls' dependent launches kept, most recent first (each holds its packed arguments).
-_INLINE_LAUNCHES = 64
 
 Form = Literal["ring", "resident", "wgmma"]
 
@@ -258,11 +256,9 @@ def pointwise(
         grid=(q.n * plan.tiles * plan.runs, 1, 1), block=(_WARPS * 32, 1, 1),
         shared_mem=plan.smem,
     )  # fmt: skip
-    if plan.form == "resident":
-        runs = (plan.run, plan.runs)
-        kernel(x, rows, zp_dev, out, *map(np.int32, ints), *strides, *map(np.int32, runs))
-    else:
-        kernel(x, rows, zp_dev, out, *map(np.int32, ints), *strides)
+    runs = (plan.run, plan.runs) if plan.form == "resident" else ()
+    scalars = (*map(np.int32, ints), *strides, *map(np.int32, runs))
+    launch_dependent(kernel, (x, rows, zp_dev, out), scalars)
 
 
 def _mma_form(
@@ -311,13 +307,7 @@ def _mma_form(
             cache["pointwise launch"] = (key, dependent)
         if dependent(*arrays):
             return
-    elif not prepared and _inline_launch(kernel, scalars)(*arrays):
+    elif not prepared:
+        launch_dependent(kernel, arrays, scalars)
         return
     kernel(*arrays, *scalars)
-
-
-@functools.lru_cache(maxsize=_INLINE_LAUNCHES)
-def _inline_launch(kernel: Any, scalars: tuple[Any, ...]) -> DependentLaunch:
-    """The dependent launch of an inline call of the warpgroup-MMA form with these arguments
-    (packing them costs more host time than the launch)."""
-    return DependentLaunch(kernel, scalars, arrays=5)

@@ -11,6 +11,8 @@ import pytest
 from dmlserve.kernels import reference
 
 from ._conv_support import PAIRS, zero_points
+from ._conv_support import chained_calls as _chained_calls
+from ._conv_support import dependent_launches as _dependent_launches
 from ._conv_support import random_int8 as _rand
 from ._conv_support import random_zero_point as _zp
 from ._conv_support import run_both as _run
@@ -555,3 +557,62 @@ def test_both_preps_in_one_launch(
         want = reference.convolution_integer(x, w, 3, zw, *geometry)
         np.testing.assert_array_equal(cupy.asnumpy(got), want)
         assert ran[0] in ("wgmma", "wgmma_shift", "mma_sync")
+
+
+@pytest.mark.parametrize(("kind", "shape", "m", "k", "groups", "form"), [
+    ("depthwise", (4, 8, 12, 16), 8, 3, 8, None),  # the band kernel, a channel a CTA
+    ("depthwise", (4, 8, 12, 16), 8, 3, 4, None),  # the band kernel, groups of 2 channels
+    ("grouped", (3, 64, 10, 10), 64, 3, 4, None),  # groups of 16 channels
+    ("pointwise", (4, 64, 8, 8), 128, 1, 1, "ring"),
+    ("pointwise", (4, 64, 8, 8), 192, 1, 1, "resident"),
+])  # fmt: skip
+def test_calls_chained_through_memory(
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    shape: tuple[int, int, int, int],
+    m: int,
+    k: int,
+    groups: int,
+    form: str | None,
+) -> None:
+    """Calls of the band, grouped and pointwise kernels queued back to back, each reading the
+    bytes the call before it wrote (its int32 output seen as the next call's input), checked
+    once the whole chain has run. Each is launched to start while the grid ahead of it
+    finishes, and must read and write nothing before that grid is done; the chain is queued
+    behind a GPU-side wait, so that the calls meet on the GPU back to back however slowly the
+    host issues them, and the small grids leave most SMs free, so a call that read early would
+    see its input before it was written."""
+    import cupy
+
+    conv = launcher("convolution_integer")
+    capability = int(cupy.cuda.Device().compute_capability)
+    if form == "resident" and capability < 90:
+        pytest.skip("the resident pointwise form runs on compute capability 9.0 and later")
+    plans = {
+        "depthwise": conv.DepthwisePlan,
+        "grouped": conv.GroupedPlan,
+        "pointwise": conv.PointwisePlan,
+    }
+    dependent = _dependent_launches(monkeypatch)
+    rng = np.random.default_rng([*shape, m, groups, len(kind)])
+    c = shape[1]
+    w = cupy.asarray(_rand(rng, (m, c // groups, k, k), np.int8))
+    zw = rng.integers(-128, 128, m).astype(np.int32)
+    pad = (k // 2, k // 2)
+    geometry = ((1, 1), (1, 1), pad, pad, groups)
+    options = conv.Options(pointwise_form=form)  # type: ignore[arg-type]
+
+    def call(x: Any) -> Any:
+        ran: list[Any] = []
+        out = conv.convolution_integer(x, w, 9, zw, *geometry, options, ran)
+        assert isinstance(ran[0], plans[kind]), ran[0]
+        assert kind != "pointwise" or ran[0].form == form, ran[0]
+        return out
+
+    first = cupy.asarray(_rand(rng, shape, np.uint8))
+    w_host = cupy.asnumpy(w)
+    for x, out in _chained_calls(call, first):
+        want = reference.convolution_integer(cupy.asnumpy(x), w_host, 9, zw, *geometry)
+        np.testing.assert_array_equal(cupy.asnumpy(out), want)
+    # where the driver runs programmatic dependent launches (sm_90 and later), every call
+    assert dependent == [capability >= 90] * 8
