@@ -1352,40 +1352,54 @@ __global__ void __launch_bounds__(256, 1)
         load_filter(i + BLOCKS);
         // acc[u][4 j + 2 h + e]: pixel 4 wd + 2 u + h, channel 8 j + 2 t + e. The rows'
         // constants are read first, so that the loads are not held behind the stores.
+        const unsigned staged = base + b * staged_bytes + 16 * wd;
+        unsigned bias[16], zw[16];
         if (live) {
-            const unsigned staged = base + b * staged_bytes + 16 * wd;
-            unsigned bias[16], zw[16];
 #pragma unroll
             for (int q = 0; q < 16; ++q) {
                 const int ch = 8 * (q >> 1) + 2 * t + (q & 1);
                 bias[q] = static_cast<unsigned>(biases[64 * b + ch]);
                 zw[q] = ZW ? static_cast<unsigned>(row_zw[64 * b + ch]) : 0u;
             }
+        }
+        // The first chunk leaves in pieces of 16 rows, each once it is staged (no copy is in
+        // flight yet, and the call waits on the stores); a later chunk's copy queues behind
+        // the ones before it, in one piece.
+        const int rows = min(64, M - mc * 64);
 #pragma unroll
-            for (int q = 0; q < 16; ++q) {
-                const int j = q >> 1;
-                const int e = q & 1;
-                unsigned v[4];
+        for (int piece = 0; piece < 4; ++piece) {
+            if (live) {
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    v[k] = static_cast<unsigned>(acc[k >> 1][4 * j + 2 * (k & 1) + e]) + bias[q];
-                    if constexpr (ZW) v[k] -= zw[q] * static_cast<unsigned>(xsum[k]);
+                for (int q = 4 * piece; q < 4 * piece + 4; ++q) {
+                    const int j = q >> 1;
+                    const int e = q & 1;
+                    unsigned v[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        v[k] = static_cast<unsigned>(acc[k >> 1][4 * j + 2 * (k & 1) + e]) +
+                               bias[q];
+                        if constexpr (ZW) v[k] -= zw[q] * static_cast<unsigned>(xsum[k]);
+                    }
+                    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                                     staged + (8 * j + 2 * t + e) * HW * 4),
+                                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                                 : "memory");
                 }
-                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                                 staged + (8 * j + 2 * t + e) * HW * 4),
-                             "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
-                             : "memory");
+            }
+            if (i == 0 || piece == 3) {
+                conv::fence_proxy_async();  // the staged rows, visible to the bulk copy
+                __syncthreads();            // (and, the last, the row constants read)
+                const int lo = i == 0 ? 16 * piece : 0;
+                const int hi = min(rows, 16 * piece + 16);
+                if (tid == 0 && lo < hi) {
+                    conv::bulk_store(out + (static_cast<long long>(img) * M + mc * 64 + lo) * HW,
+                                     base + b * staged_bytes + lo * HW * 4,
+                                     static_cast<unsigned>((hi - lo) * HW * 4));
+                }
             }
         }
-        conv::fence_proxy_async();  // the staged rows, visible to the bulk copy
-        __syncthreads();            // (and the row sums read)
         if (tid < 64) biases[64 * b + tid] = 0;
-        if (tid == 0) {
-            const int rows = min(64, M - mc * 64);
-            conv::bulk_store(out + (static_cast<long long>(img) * M + mc * 64) * HW,
-                             base + b * staged_bytes, static_cast<unsigned>(rows * HW * 4));
-            conv::bulk_commit();
-        }
+        if (tid == 0) conv::bulk_commit();
     }
     if (tid == 0) conv::bulk_wait_read();  // the shared memory outlives the copies' reads
     conv::cp_async_wait<0>();
