@@ -6,7 +6,9 @@ WarpStateStats, Occupancy and LaunchStats sections, and calls this on the two ou
 
     python3 bench/ncu_summary.py ncu.log > ncu-summary.md
 
-(ncu prints its CSV after the program's own output, both into that one log.)
+(ncu prints its CSV after the program's own output, both into that one log.) It reads the
+log of `ncu ... python3 bench/bench_convolution_integer.py --profile` alike, one launch a
+layer.
 
 Columns: kernel time (µs); DRAM, L2, L1 and SM throughput (% of peak); achieved / theoretical
 occupancy (%); registers per thread; warp cycles per issued instruction; warp instructions
@@ -59,10 +61,13 @@ def main() -> None:
         "| cycles/issue | Minst | top stall |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    # Launches per case: bench_kernels.py --profile makes two, bench_convolution_integer.py
+    # --profile one (a layer's kernels, where a call makes several, are not told apart).
+    per_case = max(1, len(launches) // max(1, len(cases)))
     for i, case in enumerate(cases):
-        if 2 * i >= len(launches):
+        if per_case * i >= len(launches):
             break
-        k = launches[2 * i]  # the first of the case's two launches
+        k = launches[per_case * i]  # the first of the case's launches
         name = re.sub(r"\(const.*", "", k["kernel"]).replace("void ", "")
         scale = {
             "ns": 1e-3,
