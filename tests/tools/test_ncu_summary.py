@@ -53,3 +53,22 @@ def test_one_line_per_case_from_its_first_launch(tmp_path: Path) -> None:
     assert pool[:4] == ["| pool case", "pool_b<float>", "9.4", "28.56"]
     assert "2.5" in pad and "2.5" in pool
     assert pad[-1].startswith("9.4 waiting for a scoreboard dependency on a L1TEX")
+
+
+def test_one_launch_per_case(tmp_path: Path) -> None:
+    """A profile of one launch per case (the convolution benchmark's) maps launch i to case i."""
+    lines = ["profiled: 3x3 layer", "profiled: 1x1 layer", "profiled: depthwise layer", HEADER]
+    lines += _launch(0, "shift<2>", "19,400", "5.95")
+    lines += _launch(1, "pointwise<8>", "13,200", "11.79")
+    lines += _launch(2, "bands<1>", "26,900", "56.63")
+    log = tmp_path / "ncu.log"
+    log.write_text("\n".join(lines) + "\n")
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), str(log)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    rows = [line.split(" | ")[:4] for line in out[2:]]
+    assert rows == [
+        ["| 3x3 layer", "shift<2>", "19.4", "5.95"],
+        ["| 1x1 layer", "pointwise<8>", "13.2", "11.79"],
+        ["| depthwise layer", "bands<1>", "26.9", "56.63"],
+    ]
