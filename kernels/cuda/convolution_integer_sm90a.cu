@@ -548,6 +548,14 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, 
     int* xs_sum = reinterpret_cast<int*>(col_off + TN);
     int* epi = xs_sum + TN;
     int* row_sum = epi + (THREADS / 32) * 16 * EPI_PITCH;
+    // GATHER, unit strides, planes not on words: where the launcher leaves room past the row
+    // sums, an image's channels of the split are copied there as they lie (one block, where
+    // its planes lie back to back) and the items are read from shared memory.
+    const unsigned x_stage = (conv::smem_addr(row_sum + NPL * L) + 15u) & ~15u;
+    unsigned dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    const int stage_room =
+        static_cast<int>(conv::smem_addr(smem_raw) + dynamic_bytes) - static_cast<int>(x_stage);
     // Each stage's barrier: its filter block has landed.
     __shared__ __align__(8) unsigned long long full_bar_mem[STAGES];
     const unsigned full_bar = conv::smem_addr(full_bar_mem);
@@ -800,6 +808,45 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, 
                         if (ok[u]) put(in[u], ks[u].blk, ja + ks[u].j);
                     }
                 }
+            } else if (const int block_bytes = min(c_left, 16 * blocks) * H * W;
+                       NPL == 1 && xs_c == H * W &&
+                       ((reinterpret_cast<size_t>(xi) | block_bytes) & 15) == 0 &&
+                       block_bytes + 16 <= stage_room) {
+                // The block in at once (16-byte copies, every one in flight together), then
+                // each item's words from shared memory: the two aligned words around each,
+                // shifted together (the last channel's may read up to 7 bytes past the block,
+                // into pixels that put leaves out).
+                for (int q = tid; q < block_bytes / 16; q += THREADS) {
+                    conv::cp_async16(x_stage + 16 * q, xi + 16 * q, 16);
+                }
+                conv::cp_async_commit();
+                conv::cp_async_wait<0>();
+                __syncthreads();
+                Walk k = first;
+                for (int i = tid; i < image_items; i += THREADS, k = step(k)) {
+                    const Item t = at(k);
+                    unsigned in[4][4];
+#pragma unroll
+                    for (int c = 0; c < 16; ++c) {
+                        unsigned v = zx4;
+                        if (c < t.cl) {
+                            const unsigned o = static_cast<unsigned>((t.blk * 16 + c) * H * W +
+                                                                     4 * t.jw);
+                            unsigned lo, hi;
+                            asm volatile("ld.shared.u32 %0, [%1];\n"
+                                         : "=r"(lo)
+                                         : "r"(x_stage + (o & ~3u)));
+                            asm volatile("ld.shared.u32 %0, [%1];\n"
+                                         : "=r"(hi)
+                                         : "r"(x_stage + (o & ~3u) + 4));
+                            v = __funnelshift_r(lo, hi, 8 * (o & 3u));
+                        }
+                        in[c >> 2][c & 3] = v;
+                    }
+                    put(in, t.blk, t.jw);
+                }
+                __syncthreads();  // the staged block read: the next image may take its place
+                continue;  // (every item read from the block: no ends byte by byte)
             } else {
                 Walk k = first;
                 for (int i = tid; i < image_items; i += THREADS, k = step(k)) {

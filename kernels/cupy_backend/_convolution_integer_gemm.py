@@ -774,6 +774,13 @@ def _shift_plan(
             if stages < fewest:
                 continue
             smem = stages * stage + rest
+            # planes not on words, lying back to back: room past the rest (where it costs no
+            # stage) for an image's channels of the split, copied as they lie (the gather
+            # then reads its items' words from shared memory)
+            hw = where[0] * where[1] if where else 0
+            if planes == 1 and hw % 4 and where is not None and where[7] == hw:
+                staging = 32 * -(-kt // splits) * hw + 32
+                smem += staging if smem + staging <= limit else 0
             # K split as a cluster: the sums a CTA receives take its run's bytes (and more where
             # they outgrow them); 0 where they do not fit or the tile is too wide
             cluster_smem = 0

@@ -184,6 +184,60 @@ def test_unaligned_planes(
     assert what == _expected(gathered=True)
 
 
+@pytest.mark.parametrize(
+    ("tile", "split"), [((2, 1, 128), 1), ((2, 1, 128), 2), ((1, 1, 64), 1), ((2, 1, 224), 2)]
+)
+@pytest.mark.parametrize(("shape", "m"), [((5, 96, 7, 7), 72), ((3, 64, 5, 5), 40)])
+def test_planes_off_words_copied_in_whole(
+    tile: tuple[int, int, int],
+    split: int,
+    shape: tuple[int, int, int, int],
+    m: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planes not on words that lie back to back from a 16-byte boundary: each image's
+    channels of a split come into shared memory as one block, where the planner leaves room
+    for it past the rest (an image's split of channels, 32 bytes more), and its run's items
+    are read from there, over several images a run; the same planes a byte apart are read
+    word by word from the input and get no such room. Both exact, in a cluster (128-pixel
+    tiles) and by atomic adds (224)."""
+    import cupy
+
+    gemm = launcher("_convolution_integer_gemm")
+    plans: list[Any] = []
+    run = gemm._run
+
+    def recorded(plan: Any, *args: Any) -> None:
+        plans.append(plan)
+        run(plan, *args)
+
+    monkeypatch.setattr(gemm, "_run", recorded)
+    n, c, h, wd = shape
+    rng = np.random.default_rng([*shape, m, split, *tile])
+    pitch = h * wd + 1
+    x = random_int8(rng, (n * c * pitch,), np.uint8)
+    dense = x[: n * c * h * wd].reshape(shape)
+
+    def apart(a: Any) -> Any:
+        return cupy.lib.stride_tricks.as_strided(a, shape=shape, strides=(c * pitch, pitch, wd, 1))
+
+    w = random_int8(rng, (m, c, 3, 3), np.int8)
+    zw = zero_points(rng, "channel", np.int8, m)
+    options = launcher("convolution_integer").Options(
+        shifted=tile, gather=True, split_k=split, shared_pads=True
+    )
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    for x_in, view in ((dense, None), (x, apart)):
+        what = check(x_in, w, 77, zw, *geometry, view=view, options=options)
+        assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        room = 32 * -(-(c // 32) // split) * h * wd + 32
+        assert [p.gemm.shared_mem for p in plans] == [
+            plans[1].gemm.shared_mem + room,
+            plans[1].gemm.shared_mem,
+        ]
+
+
 @pytest.mark.parametrize(("gather", "shared"), GRIDS)
 @pytest.mark.parametrize(
     ("shape", "m", "dilations", "start", "end", "groups"),
