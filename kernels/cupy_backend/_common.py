@@ -413,22 +413,30 @@ class DependentLaunch:
         return status == 0
 
 
-# Dependent launches kept for recent kernels and arguments: packing the arguments costs more
-# host time than the launch.
-_DEPENDENT_LAUNCHES = 64
+# Dependent launches kept for recent kernels, arguments and devices (packing the arguments
+# costs more host time than the launch; an entry is a few hundred bytes).
+_DEPENDENT_LAUNCHES = 512
 
 
 @functools.lru_cache(maxsize=_DEPENDENT_LAUNCHES)
-def _dependent(kernel: Launch, scalars: tuple[Any, ...], arrays: int) -> DependentLaunch:
+def _dependent(
+    kernel: Launch, scalars: tuple[Any, ...], arrays: int, device: int
+) -> DependentLaunch:
     return DependentLaunch(kernel, scalars, arrays)
 
 
 def launch_dependent(kernel: Launch, arrays: tuple[Any, ...], scalars: tuple[Any, ...]) -> None:
     """Launch `kernel` on `arrays` (device arrays, its first parameters) and `scalars` as a
-    programmatic dependent of the grid ahead of it in the stream where the driver allows it,
-    else as usual. The kernel must read and write nothing before its ``griddepcontrol.wait``
-    (``conv::dependent_start`` first thing)."""
-    if not _dependent(kernel, scalars, len(arrays))(*arrays):
+    programmatic dependent of the grid ahead of it in the stream where the device has them
+    (compute capability 9.0 and later) and the driver allows it, else as usual. The kernel must
+    read and write nothing before its ``griddepcontrol.wait`` (``conv::dependent_start`` first
+    thing). The kept launches are found by the scalars' values: a kernel's launcher must give
+    it the same NumPy types at each place, as its parameters are."""
+    import cupy
+
+    device = cupy.cuda.Device().id
+    allowed = _compute_capability(device) >= 90
+    if not (allowed and _dependent(kernel, scalars, len(arrays), device)(*arrays)):
         kernel(*arrays, *scalars)
 
 
