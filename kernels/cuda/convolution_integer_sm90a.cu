@@ -814,7 +814,7 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, 
                        block_bytes + 16 <= stage_room) {
                 // The block in at once (16-byte copies, every one in flight together), then
                 // each item's words from shared memory: the two aligned words around each,
-                // shifted together (the last channel's may read up to 7 bytes past the block,
+                // shifted together (the last channel's may read up to 4 bytes past the block,
                 // into pixels that put leaves out).
                 for (int q = tid; q < block_bytes / 16; q += THREADS) {
                     conv::cp_async16(x_stage + 16 * q, xi + 16 * q, 16);

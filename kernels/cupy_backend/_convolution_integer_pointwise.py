@@ -14,8 +14,9 @@ in shared memory for a run of output-channel chunks and lets each chunk's output
 copies) while the next chunk's MMAs run: the resident form (mma.sync, sm_90 and later) and,
 for images of one tile and up to 256 channels on sm_90, the warpgroup-MMA form
 (`convolution_integer_sm90a.cu`: the image's pixels as the MMA's register operand), which
-keeps a registered operator's filter as its blocks. On sm_90 and later every form's calls are
-launched as programmatic dependents of the grid ahead."""
+keeps a registered operator's filter as its blocks. On sm_90 and later the ring and resident
+forms' calls, and the MMA form's inline calls and those with its blocks kept, are launched as
+programmatic dependents of the grid ahead."""
 
 from __future__ import annotations
 

@@ -236,6 +236,8 @@ def test_planes_off_words_copied_in_whole(
             plans[1].gemm.shared_mem + room,
             plans[1].gemm.shared_mem,
         ]
+        # the room costs no cluster: the splits of 128-pixel tiles meet in shared memory
+        assert [p.zero_out for p in plans] == [split > 1 and tile[2] > 128] * 2
 
 
 @pytest.mark.parametrize(("gather", "shared"), GRIDS)
