@@ -52,6 +52,20 @@ def _options(
     return options(shifted=tile, gather=gather, split_k=1, shared_pads=shared)
 
 
+def _gemm_plans(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """A list that gets each GEMM plan run from now on (each still runs)."""
+    gemm = launcher("_convolution_integer_gemm")
+    plans: list[Any] = []
+    run = gemm._run
+
+    def recorded(plan: Any, *args: Any) -> None:
+        plans.append(plan)
+        run(plan, *args)
+
+    monkeypatch.setattr(gemm, "_run", recorded)
+    return plans
+
+
 # (input read in place, pads shared): the transformed input never shares them
 GRIDS = [(True, False), (True, True), (False, None)]
 
@@ -203,15 +217,7 @@ def test_planes_off_words_copied_in_whole(
     tiles) and by atomic adds (224)."""
     import cupy
 
-    gemm = launcher("_convolution_integer_gemm")
-    plans: list[Any] = []
-    run = gemm._run
-
-    def recorded(plan: Any, *args: Any) -> None:
-        plans.append(plan)
-        run(plan, *args)
-
-    monkeypatch.setattr(gemm, "_run", recorded)
+    plans = _gemm_plans(monkeypatch)
     n, c, h, wd = shape
     rng = np.random.default_rng([*shape, m, split, *tile])
     pitch = h * wd + 1
@@ -395,15 +401,7 @@ def test_split_k_in_a_cluster_or_by_atomic_adds(
     """A K split on tiles of up to 128 pixels runs a tile's splits as a cluster, their sums
     added in shared memory (no zeroed output); on wider tiles the sums meet in the zeroed output
     by atomic adds. Both exact, with and without per-channel filter zero points."""
-    gemm = launcher("_convolution_integer_gemm")
-    plans: list[Any] = []
-    run = gemm._run
-
-    def recorded(plan: Any, *args: Any) -> None:
-        plans.append(plan)
-        run(plan, *args)
-
-    monkeypatch.setattr(gemm, "_run", recorded)
+    plans = _gemm_plans(monkeypatch)
     rng = np.random.default_rng([*tile, 17])
     x = random_int8(rng, (2, 128, 12, 14), np.uint8)
     w = random_int8(rng, (128, 128, 3, 3), np.int8)
