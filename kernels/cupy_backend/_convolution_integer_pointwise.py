@@ -27,7 +27,6 @@ import numpy as np
 
 from ._common import (
     INT32_LIMIT,
-    DependentLaunch,
     compute_capability,
     contiguous_planes,
     device_zero_points,
@@ -277,9 +276,8 @@ def _mma_form(
     `zero_point_argument` give them. A registered operator's filter (`cache` given) comes in
     as one bulk copy a chunk of its kept blocks; with those complete before the call (all the
     kernel reads before the grid ahead of it in the stream completes), the call is launched
-    as a programmatic dependent, its launch kept with the blocks. An inline call reads
-    everything after that grid completes: it too is launched as a programmatic dependent (its
-    launches kept for recent arguments)."""
+    as a programmatic dependent. An inline call reads everything after that grid completes:
+    it too is launched as a programmatic dependent."""
     rows, zp_dev = filter_arrays
     ldw, zw_all = filter_ints
     hw, (xs_n, xs_c) = q.h * q.wd, (int(v) for v in x.strides[:2])
@@ -298,17 +296,7 @@ def _mma_form(
     tail = (plan.run, plan.runs, int(dense), int(prepared))
     scalars = (*map(np.int32, ints), np.int64(xs_n), np.int64(xs_c), *map(np.int32, tail))
     arrays = (x, rows, zp_dev, out, blocks)
-    if kept and cache is not None:
-        key = ("pointwise launch", kernel.grid, kernel.shared_mem, ints, xs_n, xs_c, tail)
-        hit = cache.get("pointwise launch")
-        if hit is not None and hit[0] == key:
-            dependent: DependentLaunch = hit[1]
-        else:  # packing the scalars costs more host time than the launch: kept for the next
-            dependent = DependentLaunch(kernel, scalars, arrays=len(arrays))
-            cache["pointwise launch"] = (key, dependent)
-        if dependent(*arrays):
-            return
-    elif not prepared:
+    if kept or not prepared:  # before its wait it reads only kept blocks, or nothing
         launch_dependent(kernel, arrays, scalars)
-        return
-    kernel(*arrays, *scalars)
+    else:
+        kernel(*arrays, *scalars)
