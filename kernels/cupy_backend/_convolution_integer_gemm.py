@@ -774,21 +774,22 @@ def _shift_plan(
             if stages < fewest:
                 continue
             smem = stages * stage + rest
+            # planes not on words, lying back to back, whole 16-channel blocks: room past the
+            # rest (where it costs no stage) for an image's channels of the split, copied as
+            # they lie (the gather then reads its items' words from there)
+            hw = where[0] * where[1] if where else 0
+            if planes == 1 and hw % 4 and q.cg % 16 == 0 and where and where[7] == hw:
+                staging = 32 * -(-kt // splits) * hw + 32
+                smem += staging if smem + staging <= limit else 0
             # K split as a cluster: the sums a CTA receives take its run's bytes (and more where
-            # they outgrow them); 0 where they do not fit or the tile is too wide
+            # they outgrow them); 0 where they do not fit beside the room above (whose gather
+            # saves more than the cluster's exchange does over atomic adds) or the tile is too
+            # wide
             cluster_smem = 0
             if splits > 1 and bn <= _CLUSTER_MAX_PIXELS:
                 received = (splits - 1) * -(-(bn // 32) // splits) * 4 * 128 * wm * wn * 16
                 cluster_smem = smem - resident + max(resident, received)
                 cluster_smem = cluster_smem if cluster_smem <= limit else 0
-            # planes not on words, lying back to back, whole 16-channel blocks: room past the
-            # rest (where it costs neither a stage nor the cluster) for an image's channels of
-            # the split, copied as they lie (the gather then reads its items' words from there)
-            hw = where[0] * where[1] if where else 0
-            if planes == 1 and hw % 4 and q.cg % 16 == 0 and where and where[7] == hw:
-                staging = 32 * -(-kt // splits) * hw + 32
-                smem += staging if smem + staging <= limit else 0
-                cluster_smem += staging if 0 < cluster_smem <= limit - staging else 0
             # waves of CTAs, times the CTAs sharing an SM, times a tile's work: as fitted to
             # the unsplit tiles' timings, and as modelled
             ctas = tiles * splits

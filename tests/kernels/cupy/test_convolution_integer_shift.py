@@ -242,8 +242,40 @@ def test_planes_off_words_copied_in_whole(
             plans[1].gemm.shared_mem + room,
             plans[1].gemm.shared_mem,
         ]
-        # the room costs no cluster: the splits of 128-pixel tiles meet in shared memory
+        # the room costs no cluster here: the splits of 128-pixel tiles meet in shared memory
         assert [p.zero_out for p in plans] == [split > 1 and tile[2] > 128] * 2
+
+
+def test_room_before_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the whole-block room and a K split's cluster do not both fit (two 128-pixel CTAs
+    an SM, 512 channels split in four), the room is kept and the splits meet by atomic adds;
+    the same planes a byte apart (no room) keep the cluster. Both exact."""
+    import cupy
+
+    plans = _gemm_plans(monkeypatch)
+    shape = (2, 512, 7, 7)
+    n, c, h, wd = shape
+    rng = np.random.default_rng(47)
+    pitch = h * wd + 1
+    x = random_int8(rng, (n * c * pitch,), np.uint8)
+    dense = x[: n * c * h * wd].reshape(shape)
+
+    def apart(a: Any) -> Any:
+        return cupy.lib.stride_tricks.as_strided(a, shape=shape, strides=(c * pitch, pitch, wd, 1))
+
+    w = random_int8(rng, (40, c, 3, 3), np.int8)
+    zw = zero_points(rng, "tensor", np.int8, 40)
+    options = launcher("convolution_integer").Options(
+        shifted=(1, 1, 128), gather=True, split_k=4, shared_pads=True
+    )
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    for x_in, view in ((dense, None), (x, apart)):
+        what = check(x_in, w, 77, zw, *geometry, view=view, options=options)
+        assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        room = 32 * (c // 32 // 4) * h * wd + 32
+        assert plans[0].gemm.shared_mem - room < plans[1].gemm.shared_mem
+        assert [p.zero_out for p in plans] == [True, False]
 
 
 @pytest.mark.parametrize(("gather", "shared"), GRIDS)
