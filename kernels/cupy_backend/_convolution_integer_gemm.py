@@ -782,9 +782,9 @@ def _shift_plan(
                 staging = 32 * -(-kt // splits) * hw + 32
                 smem += staging if smem + staging <= limit else 0
             # K split as a cluster: the sums a CTA receives take its run's bytes (and more where
-            # they outgrow them); 0 where they do not fit beside the room above (whose gather
-            # saves more than the cluster's exchange does over atomic adds) or the tile is too
-            # wide
+            # they outgrow them); 0 where they do not fit beside the room above (on 7 x 7
+            # planes its gather saved more than the cluster's exchange does over atomic adds)
+            # or the tile is too wide
             cluster_smem = 0
             if splits > 1 and bn <= _CLUSTER_MAX_PIXELS:
                 received = (splits - 1) * -(-(bn // 32) // splits) * 4 * 128 * wm * wn * 16

@@ -273,8 +273,10 @@ def test_room_before_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
         what = check(x_in, w, 77, zw, *geometry, view=view, options=options)
         assert what == _expected(gathered=True)
     if _expected() == "wgmma_shift":
-        room = 32 * (c // 32 // 4) * h * wd + 32
-        assert plans[0].gemm.shared_mem - room < plans[1].gemm.shared_mem
+        # the room (6304 bytes) outweighs what the cluster's received sums add over the run
+        # (5888): the dense plan's memory is the larger, where the cluster would have made
+        # the two equal
+        assert plans[0].gemm.shared_mem > plans[1].gemm.shared_mem
         assert [p.zero_out for p in plans] == [True, False]
 
 
