@@ -16,8 +16,9 @@ import math
 import re
 import struct
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -37,6 +38,7 @@ __all__ = [
     "chunk_plan",
     "chunks_per_row",
     "fast_divmod",
+    "fastest",
     "fill_divisors",
     "gpu_ms",
     "grid_for",
@@ -483,6 +485,51 @@ def gpu_ms(run: Callable[[], None], calls: int, groups: int = 2) -> float:
         end.synchronize()
         best = min(best, cupy.cuda.get_elapsed_time(start, end) / calls)
     return best
+
+
+_Choice = TypeVar("_Choice")
+_Candidate = TypeVar("_Candidate")
+
+
+def fastest(
+    candidates: Iterable[tuple[_Choice, _Candidate]],
+    time_ms: Callable[[_Candidate], float],
+    seconds: float,
+    *,
+    finalists: int = 4,
+    rounds: int = 2,
+    passed_over: tuple[type[BaseException], ...] = (),
+    clock: Callable[[], float] = time.monotonic,
+) -> _Choice | None:
+    """The choice of the fastest of `candidates` ((choice, candidate) pairs, the default first)
+    by `time_ms`, or None where none could be timed. Each is timed in turn until `seconds` of
+    timing have passed (the first always is); then the `finalists` fastest are timed again,
+    `rounds` times each in turn, and each keeps its least time: a moment that slowed one
+    candidate's single timing (the clock still rising after an idle spell, another process's
+    work) does not decide the choice. Ties go to the earlier candidate. A candidate whose
+    timing raises one of `passed_over` (say, memory it cannot get) is passed over."""
+    timed: list[tuple[float, int, _Choice, _Candidate]] = []
+    spent = 0.0
+    for order, (choice, candidate) in enumerate(candidates):
+        if timed and spent > seconds:
+            break
+        start = clock()
+        try:
+            timed.append((time_ms(candidate), order, choice, candidate))
+        except passed_over:
+            continue
+        finally:
+            spent += clock() - start
+    best = sorted(timed, key=lambda t: t[:2])[:finalists]
+    for _ in range(rounds if len(best) > 1 else 0):
+        again = []
+        for ms, order, choice, candidate in best:
+            try:
+                again.append((min(ms, time_ms(candidate)), order, choice, candidate))
+            except passed_over:
+                continue
+        best = again
+    return min(best, key=lambda t: t[:2])[2] if best else None
 
 
 @functools.lru_cache(maxsize=4096)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable, Hashable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,6 +20,7 @@ from ._common import (
     compute_capability,
     contiguous_planes,
     device_zero_points,
+    fastest,
     gpu_ms,
     launch,
     max_active_clusters,
@@ -150,12 +150,15 @@ _DRAM_BYTES_PER_CLOCK = 1250
 # sizes, strides and alignment; not its zero point), then keep the fastest: for this many shapes
 # per registration; past them, the model's plan runs untimed. Each plan runs once untimed (its
 # filter layout prepared, its buffers allocated), then in `gpu_ms`'s timed groups of
-# `_TUNE_RUNS` calls; plans are timed until that has taken `_TUNE_SECONDS`, the fastest so far
-# kept. (Making a plan compiles its kernels where they are new: a few tens of variants in all,
-# each once per process and kept in the compile cache on disk.)
+# `_TUNE_RUNS` calls; plans are timed until that has taken `_TUNE_SECONDS`, then the
+# `_TUNE_FINALISTS` fastest are timed `_TUNE_ROUNDS` times more, in turn, and the least time of
+# each decides (`fastest`). (Making a plan compiles its kernels where they are new: a few tens
+# of variants in all, each once per process and kept in the compile cache on disk.)
 _TUNED_SHAPES = 8
 _TUNE_RUNS = 3
 _TUNE_SECONDS = 2.0
+_TUNE_FINALISTS = 4
+_TUNE_ROUNDS = 2
 
 
 def _has_sm90a(device: int) -> bool:
@@ -470,10 +473,11 @@ def _tuned(
     """The plan a registered operator keeps for the shape of `key` (`key` less the input's
     zero point, the last of its geometry): on its first call with the shape, the
     shifted-window GEMM's plans for it (`_shift_candidates`) are run and timed by `time_ms`
-    (for `_TUNE_SECONDS` of timing at most), and the fastest one's choice is kept in `cache`
-    with the registration. A registration keeps `_TUNED_SHAPES` shapes; past them, and where
-    no other plan exists, `planned` (the model's) runs. A plan that cannot get its memory is
-    passed over. Every plan computes the same exact sums: the choice changes the time only."""
+    (for `_TUNE_SECONDS` of timing, then the fastest few again: `fastest`), and the fastest
+    one's choice is kept in `cache` with the registration. A registration keeps
+    `_TUNED_SHAPES` shapes; past them, and where no other plan exists, `planned` (the model's)
+    runs. A plan that cannot get its memory is passed over. Every plan computes the same exact
+    sums: the choice changes the time only."""
     import cupy
 
     shape = (key[0], key[1][:-1], *key[2:])
@@ -481,21 +485,12 @@ def _tuned(
     if shape not in tuned:
         if len(tuned) >= _TUNED_SHAPES:
             return planned
-        spent = 0.0  # seconds timing
-        best: tuple[float, _Choice] = (math.inf, None)
-        for choice, plan in _shift_candidates(key, planned):
-            if choice is not None and spent > _TUNE_SECONDS:
-                break
-            start = time.monotonic()
-            try:
-                ms = time_ms(plan)
-            except cupy.cuda.memory.OutOfMemoryError:
-                continue
-            finally:
-                spent += time.monotonic() - start
-            if ms < best[0]:
-                best = (ms, choice)
-        tuned.setdefault(shape, best[1])
+        choice = fastest(
+            _shift_candidates(key, planned), time_ms, _TUNE_SECONDS,
+            finalists=_TUNE_FINALISTS, rounds=_TUNE_ROUNDS,
+            passed_over=(cupy.cuda.memory.OutOfMemoryError,),
+        )  # fmt: skip
+        tuned.setdefault(shape, choice)
     kept: _Choice = tuned[shape]
     return planned if kept is None else _plan(*key, None, *kept)
 
