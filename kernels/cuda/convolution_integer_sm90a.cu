@@ -373,13 +373,15 @@ __global__ void __launch_bounds__(BM * 2)
 // output word is written once. No CTA touches another's memory but between two cluster
 // barriers. With CL = 1 the splits' sums meet in the zeroed output by atomic adds.
 //
-// GATHER: the input is read where it lies (NCHW, each (n, c) plane H * W consecutive bytes, at
-// any alignment), not from a padded transformed copy: at the start of each tile the CTA writes
-// its whole run, every channel chunk (Cgp x L bytes, resident for the tile), into shared memory:
-// z_x everywhere first (the frame, the padded channels, pixels past the input), then the
-// image's pixels over it, 16 channels x 4 pixels a thread at a time (16 word loads of 4 pixels
+// GATHER (GI > 0): the input is read where it lies (NCHW, each (n, c) plane H * W consecutive
+// bytes, at any alignment), not from a padded transformed copy: at the start of each tile the
+// CTA writes its whole run, every channel chunk (Cgp x L bytes, resident for the tile), into
+// shared memory: z_x everywhere first (the frame, the padded channels, pixels past the input),
+// then the image's pixels over it, 16 channels x 4 pixels an item (16 word loads of 4 pixels
 // each, transposed in registers; where a plane does not start on a word, each word is put
 // together from the two aligned words around it); the stages then carry only the filter.
+// Where every plane starts on a word, a thread issues the loads of GI items (2 or 3) before it
+// uses any, so that they are in flight together (the launcher says where 3 pays).
 namespace wg {
 // K-major, no swizzle: start, LBO (K-direction core-matrix stride), SBO (8-row stride).
 __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned lbo,
@@ -496,8 +498,8 @@ constexpr int shift_max_registers(int WM, int WN, int BN, bool ZW, bool GATHER, 
 }  // namespace wg
 
 template <typename WT, typename XT, int WM, int WN, int BN, int STAGES, bool ZW, int TAPS,
-          bool GATHER, int SH, int SW, int CL>
-__global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, SW))
+          int GI, int SH, int SW, int CL>
+__global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, SW))
     __cluster_dims__(CL, 1, 1)
     conv_int_wgmma_shift(const unsigned char* __restrict__ wp,
                          const unsigned char* __restrict__ xn, const int* __restrict__ w_zp,
@@ -517,6 +519,8 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, 
     constexpr int TN = WN * BN;
     constexpr int A_BYTES = TAPS * BM * 32;
     constexpr int NPL = SH * SW;  // phase planes
+    constexpr bool GATHER = GI > 0;
+    static_assert(GI == 0 || GI == 2 || GI == 3, "gather items");
     // K split over the cluster: per owner, the partial sums it receives (from each other CTA,
     // per column block it owns, per thread 4 x 16 bytes)
     constexpr int NB = BN / 32;
@@ -773,14 +777,14 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, 
             // flight together (one round trip). Where each plane starts on a word, one aligned
             // load each; else the two aligned words around it, shifted together.
             if (word_planes) {
-                constexpr int GI = 2;  // items a thread at a time
+                constexpr int AT = GI > 0 ? GI : 1;  // items at a time (GI 0: never run)
                 Walk k = first;
-                for (int i0 = tid; i0 < image_items; i0 += GI * THREADS) {
-                    unsigned in[GI][4][4];
-                    bool ok[GI];
-                    Walk ks[GI];
+                for (int i0 = tid; i0 < image_items; i0 += AT * THREADS) {
+                    unsigned in[AT][4][4];
+                    bool ok[AT];
+                    Walk ks[AT];
 #pragma unroll
-                    for (int u = 0; u < GI; ++u) {
+                    for (int u = 0; u < AT; ++u) {
                         const int i = i0 + u * THREADS;
                         ks[u] = k;
                         k = step(k);
@@ -804,7 +808,7 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GATHER, SH, 
                         }
                     }
 #pragma unroll
-                    for (int u = 0; u < GI; ++u) {
+                    for (int u = 0; u < AT; ++u) {
                         if (ok[u]) put(in[u], ks[u].blk, ja + ks[u].j);
                     }
                 }
@@ -1474,20 +1478,22 @@ DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int,   \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,   \
         unsigned, long long, long long, long long, long long, int, int)
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, false, 1, 1, 1);
-DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, true, 1, 1, 2);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, false, 1, 1, 1);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 1, 3);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, true, 1, 1, 1);
-DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, false, 1, 1, 1);
-DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, true, 1, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, true, 1, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, true, 2, 2, 1);
-DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, true, 2, 2, 2);
-DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, true, 2, 1, 1);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, true, 1, 2, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, true, 1, 1, 4);
-DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, false, 1, 1, 2);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, 0, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, 2, 1, 1, 2);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, 0, 1, 1, 1);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, 2, 1, 1, 3);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, 2, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, 0, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, 2, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, 2, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 1, 1, 224, 4, false, 3, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, true, 3, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, 2, 2, 2, 1);
+DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, 2, 2, 2, 2);
+DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, 2, 2, 1, 1);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, 2, 1, 2, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, 2, 1, 1, 4);
+DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, 0, 1, 1, 2);
 #undef DML_WS_INST
 #define DML_WP_INST(WT, XT, ZW, KS)                                                             \
     template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, KS>(                   \

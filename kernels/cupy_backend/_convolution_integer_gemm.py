@@ -808,9 +808,17 @@ def _shift_plan(
         return None
     wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits, cluster_smem = best[2]
     tiles = tiles_m * tiles_n * q.g * splits
+    # the input read where it lies: the items a gather thread loads at a time. 3 only on one
+    # warpgroup's 224-pixel tile over planes of whole words (unit strides), where taking 2 spills
+    # under the register cap: measured, 3 lost on phase planes and on 64-pixel tiles of 14 x 14
+    # planes, and would spill on the 256-pixel tile, though it saved a round there
+    gather = 0
+    if where:
+        words = planes == 1 and q.h * q.wd % 4 == 0 and (wm, wn, bn) == (1, 1, 224)
+        gather = _gather_items(run * image, -(-kt // splits), 128 * wm * wn) if words else 2
     template = (
-        np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS,
-        where is not None, q.sh, q.sw,
+        np.dtype(w_dtype), np.dtype(x_dtype), wm, wn, bn, stages, zw_any, _SHIFT_TAPS, gather,
+        q.sh, q.sw,
     )  # fmt: skip
 
     def gemm_launch(cluster: int, shared_mem: int) -> Launch:
@@ -842,6 +850,19 @@ def _shift_plan(
         np.int32(0),  # input_first: see `_GemmPlan.gemm_after_prep`
     )  # fmt: skip
     return gemm, args, (64 * wm, tiles_m), zero_out, best[1]
+
+
+def _gather_items(pixels: float, chunks: int, threads: int) -> int:
+    """The items (16 channels x 4 pixels) each thread of the shifted-window GEMM's gather loads
+    at a time (its GI), for a run holding about `pixels` of an image's pixels in `chunks` of 32
+    channels: 3 where that takes one round trip fewer than 2 (more registers held through the
+    gather, which cost where they save no round)."""
+    items = math.ceil(pixels / 4) * 2 * chunks
+
+    def rounds(at_a_time: int) -> int:
+        return -(-items // (at_a_time * threads))
+
+    return 3 if rounds(3) < rounds(2) else 2
 
 
 def _shift_grid(resident: int, cluster: int) -> int:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmlserve.kernels.cupy_backend._convolution_integer_gemm import padded_input_fits
+from dmlserve.kernels.cupy_backend._convolution_integer_gemm import (
+    _gather_items,
+    padded_input_fits,
+)
 
 MIB = 1 << 20
 
@@ -16,6 +19,22 @@ def test_the_padded_input_copy_is_bounded() -> None:
     assert padded_input_fits(16, MIB)  # a tiny image: up to the slack
     assert not padded_input_fits(16 * 4, 60001 * 60001 * 16)  # a huge start pad
     assert not padded_input_fits(image, 3 * image)  # more than twice the image
+
+
+@pytest.mark.parametrize(
+    ("pixels", "chunks", "threads", "items"),
+    [
+        (4 * 64, 1, 64, 2),  # 128 items: one round of 2 a thread
+        (4 * 65, 1, 64, 3),  # 130: two rounds of 2, one of 3
+        (4 * 500, 1, 256, 2),  # 1000: two rounds either way
+        (4 * 1000, 4, 256, 3),  # 8000: 16 rounds of 2, 11 of 3
+        (318.8, 2, 128, 3),  # 64 channels on a 224-pixel tile of 56 x 56 planes: 2.5 a thread
+        (249, 4, 256, 2),  # 128 channels on 28 x 28 planes: under 2 a thread
+    ],
+)
+def test_gather_items_a_thread(pixels: float, chunks: int, threads: int, items: int) -> None:
+    """A gather thread loads 3 items at a time only where that takes fewer rounds than 2."""
+    assert _gather_items(pixels, chunks, threads) == items
 
 
 @pytest.mark.parametrize(

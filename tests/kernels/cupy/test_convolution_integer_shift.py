@@ -280,6 +280,54 @@ def test_room_before_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
         assert [p.zero_out for p in plans] == [True, False]
 
 
+@pytest.mark.parametrize(
+    ("shape", "m", "tile", "zp_mode", "items"),
+    [
+        ((2, 64, 56, 56), 64, (1, 1, 224), "tensor", 3),  # ~2.5 items a thread, two images
+        ((2, 96, 24, 24), 40, (1, 1, 224), "channel", 3),  # three chunks, rows past the block
+        ((2, 64, 12, 12), 64, (1, 1, 224), "tensor", 2),  # under 2 a thread
+        ((3, 128, 20, 60), 72, (2, 1, 224), "channel", 2),  # ~2.4 a thread, two warpgroups
+    ],
+)
+@pytest.mark.parametrize(("xt", "wt"), [PAIRS[0], PAIRS[3]])
+def test_gather_items_a_thread_at_a_time(
+    shape: tuple[int, int, int, int],
+    m: int,
+    tile: tuple[int, int, int],
+    zp_mode: str,
+    items: int,
+    xt: Any,
+    wt: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On one warpgroup's 224-pixel tile, where 3 items a gather thread at a time take a round
+    of loads fewer than 2, the launch asks for 3; exact either way (images met mid-run, the
+    last round's items partly past the image, per-channel zero points)."""
+    gemm = launcher("_convolution_integer_gemm")
+    asked: list[tuple[Any, ...]] = []
+    real = gemm.launch
+
+    def recorded(source: str, name: str, *template: Any, **kwargs: Any) -> Any:
+        if name == "conv_int_wgmma_shift":
+            asked.append(template)
+        return real(source, name, *template, **kwargs)
+
+    monkeypatch.setattr(gemm, "launch", recorded)
+    gemm._plan.cache_clear()  # planned again, through the recorded launch
+    rng = np.random.default_rng([shape[1], m, 48])
+    x = random_int8(rng, shape, xt)
+    w = random_int8(rng, (m, shape[1], 3, 3), wt)
+    zw = zero_points(rng, zp_mode, wt, m)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    options = _options(tile, shared=False)
+    what = check(x, w, random_zero_point(rng, xt), zw, *geometry, options=options)
+    assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        # (WT, XT, WM, WN, BN, stages, ZW, taps, items a gather thread at a time, ...); the
+        # planner also plans the transformed input (0)
+        assert {t[8] for t in asked} - {0} == {items}
+
+
 @pytest.mark.parametrize(("gather", "shared"), GRIDS)
 @pytest.mark.parametrize(
     ("shape", "m", "dilations", "start", "end", "groups"),
