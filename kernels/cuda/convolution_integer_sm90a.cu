@@ -1472,9 +1472,9 @@ DML_WG_INST(unsigned char, unsigned char, 64, 128, 6, false);
 DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
 #undef DML_WG_INST
 // (clusters, CL > 1, on tiles of up to 128 pixels only, as the launcher makes them)
-#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GA, SH, SW, CL)                                  \
+#define DML_WS_INST(WT, XT, WM, WN, BN, ST, ZW, GI, SH, SW, CL)                                  \
     template __global__ void                                                                      \
-    dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GA, SH, SW, CL>(                     \
+    dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GI, SH, SW, CL>(                     \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int,   \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,   \
         unsigned, long long, long long, long long, long long, int, int)
@@ -1486,8 +1486,8 @@ DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, 2, 1, 1, 1);
 DML_WS_INST(unsigned char, signed char, 2, 1, 224, 4, true, 0, 1, 1, 1);
 DML_WS_INST(signed char, unsigned char, 1, 1, 128, 4, true, 2, 1, 1, 1);
 DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, true, 2, 1, 1, 1);
-DML_WS_INST(unsigned char, signed char, 1, 1, 224, 4, false, 3, 1, 1, 1);
-DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, true, 3, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 1, 1, 224, 3, false, 3, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 1, 1, 224, 3, true, 3, 1, 1, 1);
 DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, false, 2, 2, 2, 1);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 3, true, 2, 2, 2, 2);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, 2, 2, 1, 1);

@@ -507,11 +507,12 @@ def fastest(
     `rounds` times each in turn, and each keeps its least time: a moment that slowed one
     candidate's single timing (the clock still rising after an idle spell, another process's
     work) does not decide the choice. Ties go to the earlier candidate. A candidate whose
-    timing raises one of `passed_over` (say, memory it cannot get) is passed over."""
+    timing raises one of `passed_over` (say, memory it cannot get) is passed over; where every
+    finalist does so when timed again, the fastest of the others is chosen."""
     timed: list[tuple[float, int, _Choice, _Candidate]] = []
     spent = 0.0
     for order, (choice, candidate) in enumerate(candidates):
-        if timed and spent > seconds:
+        if order and spent > seconds:
             break
         start = clock()
         try:
@@ -520,7 +521,8 @@ def fastest(
             continue
         finally:
             spent += clock() - start
-    best = sorted(timed, key=lambda t: t[:2])[:finalists]
+    ranked = sorted(timed, key=lambda t: t[:2])
+    best = ranked[:finalists]
     for _ in range(rounds if len(best) > 1 else 0):
         again = []
         for ms, order, choice, candidate in best:
@@ -529,6 +531,7 @@ def fastest(
             except passed_over:
                 continue
         best = again
+    best = best or ranked[finalists:]
     return min(best, key=lambda t: t[:2])[2] if best else None
 
 

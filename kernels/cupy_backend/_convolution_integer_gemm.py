@@ -809,9 +809,11 @@ def _shift_plan(
     wm, wn, bn, stages, per_sm, run, smem, tiles_m, tiles_n, splits, cluster_smem = best[2]
     tiles = tiles_m * tiles_n * q.g * splits
     # the input read where it lies: the items a gather thread loads at a time. 3 only on one
-    # warpgroup's 224-pixel tile over planes of whole words (unit strides), where taking 2 spills
-    # under the register cap: measured, 3 lost on phase planes and on 64-pixel tiles of 14 x 14
-    # planes, and would spill on the 256-pixel tile, though it saved a round there
+    # warpgroup's 224-pixel tile over planes of whole words (unit strides), where it saves a
+    # round of loads (and, without z_w, a spill that 2 has under the register cap): measured,
+    # 3 lost on phase planes and on 64-pixel tiles of 14 x 14 planes, and would spill on the
+    # 256-pixel tile, though it saved a round there. (Planes off words take other loads: 3 is
+    # then held but unused.)
     gather = 0
     if where:
         words = planes == 1 and q.h * q.wd % 4 == 0 and (wm, wn, bn) == (1, 1, 224)

@@ -95,6 +95,34 @@ def test_a_candidate_that_cannot_run_is_passed_over() -> None:
     assert order.count("a") == 1 and order.count("b") == 2
 
 
+def test_finalists_that_all_fail_again_leave_the_rest() -> None:
+    order: list[str] = []
+
+    def timing(name: str) -> float:
+        order.append(name)
+        if name in "ab" and order.count(name) > 1:
+            raise NoMemory
+        return {"a": 1.0, "b": 2.0, "c": 4.0, "d": 3.0}[name]
+
+    got = fastest(
+        candidates("a", "b", "c", "d"), timing, 10.0, finalists=2, passed_over=(NoMemory,)
+    )
+    assert got == "D"
+
+
+def test_the_budget_holds_while_timings_fail() -> None:
+    """The first candidate is always tried; past the budget no other is, even where the first
+    could not be timed."""
+    order: list[str] = []
+
+    def timing(name: str) -> float:
+        order.append(name)
+        raise NoMemory
+
+    assert fastest(candidates("a", "b", "c"), timing, -1.0, passed_over=(NoMemory,)) is None
+    assert order == ["a"]
+
+
 def test_none_where_nothing_could_be_timed() -> None:
     def timing(name: str) -> float:
         raise NoMemory
