@@ -21,7 +21,8 @@ launch's own cost per call), the span from the first CTA's start to the last one
 spread of the CTAs' start times. The stamps add a few instructions per phase.
 
 Run on a GPU of compute capability 9.0, from the repository root:
-``python3 bench/conv_shift_timeline.py [--batch 32] [--model] [--inline] [NAME ...]`` (NAME: a
+``python3 bench/conv_shift_timeline.py [--batch 32] [--model] [--inline] [--channels-last]
+[NAME ...]`` (--channels-last: the same values stored (N, H, W, C) and read as they lie; NAME: a
 part of a layer's name; --model: the planner's model's plan instead of the timed one, which
 compiles every candidate plan's kernel first; --inline: the call without a registration, its
 filter prepared by the kernel before the GEMM, with the model's plan, as an unregistered call
@@ -156,12 +157,16 @@ def _cells(values: np.ndarray) -> str:
     return f"{statistics.median(values):.2f} ({values.max():.2f})"
 
 
-def layer(case: Any, batch: int, model: bool, inline: bool = False) -> str:
+def layer(
+    case: Any, batch: int, model: bool, inline: bool = False, channels_last: bool = False
+) -> str:
     """One layer's table row: the plan a registration keeps (timed on its first call, with the
     kernels as they are; `model`: the model's plan, untimed), then that plan forced on the
     stamped kernel; `inline`: the unregistered call (the model's plan, the filter prepared by
-    each call)."""
+    each call); `channels_last`: the inputs stored (N, H, W, C)."""
     xs, w, zw, geo = bench.case_inputs(case, batch)
+    if channels_last:
+        xs = [x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) for x in xs]
     if inline:
 
         def unregistered(i: int) -> Any:
@@ -257,6 +262,9 @@ def main() -> None:
     parser.add_argument(
         "--inline", action="store_true", help="unregistered calls (the filter prepared each call)"
     )
+    parser.add_argument(
+        "--channels-last", action="store_true", help="the inputs stored (N, H, W, C)"
+    )
     parser.add_argument("names", nargs="*", help="parts of layer names (default: all)")
     args = parser.parse_args()
     print(
@@ -269,7 +277,7 @@ def main() -> None:
             continue
         if args.names and not any(name in case.name for name in args.names):
             continue
-        print(layer(case, args.batch, args.model, args.inline), flush=True)
+        print(layer(case, args.batch, args.model, args.inline, args.channels_last), flush=True)
 
 
 if __name__ == "__main__":

@@ -382,6 +382,11 @@ __global__ void __launch_bounds__(BM * 2)
 // together from the two aligned words around it); the stages then carry only the filter.
 // Where every plane starts on a word, a thread issues the loads of GI items (2 or 3) before it
 // uses any, so that they are in flight together (the launcher says where 3 pays).
+// GI 1: the input is read where it lies as (N, H, W, C): each pixel's channels consecutive,
+// every 16-channel block on 16 bytes, pixels xs_c bytes apart, rows W xs_c apart, images xs_n
+// apart. A run's row of a block is then one 16-byte copy from its pixel, or z_x where the virtual
+// pixel is no image pixel (the frame, pixels past the input) or the block past the group's
+// channels: no z_x pass first, no transposes.
 namespace wg {
 // K-major, no swizzle: start, LBO (K-direction core-matrix stride), SBO (8-row stride).
 __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned lbo,
@@ -508,7 +513,7 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
                          int Cgp, int slots, int L, int tiles_m, int tiles_n, int tiles, int H,
                          int W, int ph, int pw, int Cg, unsigned zx4, long long xs_n,
                          long long xs_c, long long span_lo, long long span_hi, int k_splits,
-                         int input_first) {
+                         int gather_sets, int input_first) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -520,7 +525,7 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
     constexpr int A_BYTES = TAPS * BM * 32;
     constexpr int NPL = SH * SW;  // phase planes
     constexpr bool GATHER = GI > 0;
-    static_assert(GI == 0 || GI == 2 || GI == 3, "gather items");
+    static_assert(GI >= 0 && GI <= 3, "gather items");
     // K split over the cluster: per owner, the partial sums it receives (from each other CTA,
     // per column block it owns, per thread 4 x 16 bytes)
     constexpr int NB = BN / 32;
@@ -898,6 +903,90 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
         }
     };
 
+    // GI 1: in `gather_sets` sets of consecutive chunks (as the MMAs take them: each set but
+    // the last ceil(nk / sets) chunks), each set's copies one cp.async group, so that the MMAs
+    // on a set's chunks wait for its group alone, the later sets' copies in flight meanwhile.
+    // In a set, the 16-channel blocks of each row's pixel, each row's planes side by side (row
+    // r of plane (a, b): padded pixel (SH i + a, SW j + b)), then the rows.
+    auto set_chunks = [&](const wg::ShiftTile& ct) {
+        const int sets = min(max(gather_sets, 1), ct.nk);
+        return (ct.nk + sets - 1) / sets;
+    };
+    auto gather_nhwc = [&](const wg::ShiftTile& ct, long long v0) {
+        const unsigned char* xg = xn + static_cast<long long>(ct.g) * Cg + 32 * ct.kb;
+        const int c_left = Cg - 32 * ct.kb;  // the group's channels at and past the split's
+        // block b of the set from chunk k0 in row r of `plane`, whose virtual pixel is (n, pr,
+        // pc) of its plane
+        auto copy = [&](int k0, int b, int r, int plane, int n, int pr, int pc) {
+            const int lc = ct.chunk(k0 + (b >> 1));  // the block's chunk of the split
+            const int half = b & 1;
+            const unsigned dst = run_base + (((lc * NPL + plane) * 2 + half) * L + r) * 16;
+            const int h = SH * pr + plane / SW - ph;
+            const int w = SW * pc + plane % SW - pw;
+            const int c = 32 * lc + 16 * half;
+            if (n < N && c < c_left && h >= 0 && h < H && w >= 0 && w < W) {
+                conv::cp_async16(
+                    dst, xg + n * xs_n + (static_cast<long long>(h) * W + w) * xs_c + c, 16);
+            } else {
+                conv::st_shared16(dst, zx4);
+            }
+        };
+        const int per_set = set_chunks(ct);
+        for (int k0 = 0; k0 < ct.nk; k0 += per_set) {
+            const int blocks = 2 * min(per_set, ct.nk - k0);  // the set's 16-channel blocks
+            const int row_step = THREADS / blocks;
+            if (row_step * blocks == THREADS && row_step % NPL == 0) {
+                // (the launcher's usual counts) each thread one block of one plane, its rows
+                // r_step apart, their pixels walked without divisions
+                const int b = tid % blocks;
+                const int plane = tid / blocks % NPL;
+                const int r_step = row_step / NPL;
+                int r = tid / blocks / NPL;
+                const int v = static_cast<int>(v0) + r;
+                int n = v / static_cast<int>(HWp);
+                const int rem = v - n * static_cast<int>(HWp);
+                int pr = rem / Wp;
+                int pc = rem - pr * Wp;
+                for (; r < L; r += r_step) {
+                    copy(k0, b, r, plane, n, pr, pc);
+                    pc += r_step;
+                    while (pc >= Wp) {
+                        pc -= Wp;
+                        if (++pr == Hp) {
+                            pr = 0;
+                            ++n;
+                        }
+                    }
+                }
+            } else {
+                for (int i = tid; i < NPL * L * blocks; i += THREADS) {
+                    const int row = i / blocks;
+                    const int r = row / NPL;
+                    const int v = static_cast<int>(v0) + r;
+                    const int n = v / static_cast<int>(HWp);
+                    const int rem = v - n * static_cast<int>(HWp);
+                    const int pr = rem / Wp;
+                    copy(k0, i - row * blocks, r, row - r * NPL, n, pr, rem - pr * Wp);
+                }
+            }
+            conv::cp_async_commit();
+        }
+    };
+    // GI 1: wait for the gather's groups but the last `pending` (beyond 7, for all)
+    auto gather_wait = [&](int pending) {
+        switch (pending) {
+            case 0: conv::cp_async_wait<0>(); break;
+            case 1: conv::cp_async_wait<1>(); break;
+            case 2: conv::cp_async_wait<2>(); break;
+            case 3: conv::cp_async_wait<3>(); break;
+            case 4: conv::cp_async_wait<4>(); break;
+            case 5: conv::cp_async_wait<5>(); break;
+            case 6: conv::cp_async_wait<6>(); break;
+            case 7: conv::cp_async_wait<7>(); break;
+            default: conv::cp_async_wait<0>(); break;
+        }
+    };
+
     int it = 0;  // the item (tile, chunk) in this CTA's stream
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const wg::ShiftTile ct = wg::shift_tile(tile, tiles_m, splits, tiles_n, KT, CL > 1);
@@ -905,7 +994,10 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
         const int tn = ct.tn;
         const int g = ct.g;
         const long long v0 = static_cast<long long>(tn) * TN;
-        if constexpr (GATHER) {
+        if constexpr (GI == 1) {
+            // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
+            gather_nhwc(ct, v0);
+        } else if constexpr (GATHER) {
             // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
             // z_x over the split's run: the frame, padded channels, pixels past the input.
             for (int i = tid; i < ct.nk * NPL * L * 2; i += THREADS) {
@@ -915,6 +1007,8 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
             }
             __syncthreads();
             gather(ct, v0);
+        }
+        if constexpr (GATHER) {
             conv::fence_proxy_async();  // published by the barrier of the tile's first chunk
             if (input_first && it == 0) {  // the first tile's run is in: now its filter
                 wg::wait_prior_grid();
@@ -922,13 +1016,26 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
             }
         }
         for (int kc = 0; kc < ct.nk; ++kc, ++it) {
-            conv::cp_async_wait<STAGES - 2>();
+            // GI 1: a set's first chunk waits for the set's group: the tile's gather committed
+            // one a set, and each chunk since one more (empty: the filter stages come by bulk
+            // copies)
+            bool set_start = false;
+            if constexpr (GI == 1) {
+                const int per_set = set_chunks(ct);
+                set_start = kc % per_set == 0;
+                if (set_start) {
+                    const int sets = (ct.nk + per_set - 1) / per_set;
+                    gather_wait(sets - 1 - kc / per_set + kc);
+                }
+            } else {
+                conv::cp_async_wait<STAGES - 2>();
+            }
             wg::bar_wait(full_bar + (it % STAGES) * 8, (it / STAGES) & 1);
             conv::fence_proxy_async();
             // every thread's part of the stage (the transformed input's run), or of the tile's
-            // gathered run, visible to every warpgroup's MMAs; the filter's bulk copy is
-            // complete once its barrier is
-            if (!GATHER || kc == 0) __syncthreads();
+            // gathered run (GI 1: of the set's), visible to every warpgroup's MMAs; the
+            // filter's bulk copy is complete once its barrier is
+            if (!GATHER || kc == 0 || set_start) __syncthreads();
 
             const unsigned a_base = smem_base + (it % STAGES) * stage_bytes;
             // the stage's filter chunk is the CTA's rotated one (see ShiftTile); so is the run's
@@ -1477,7 +1584,7 @@ DML_WG_INST(signed char, unsigned char, 128, 64, 8, true);
     dml::conv_int_wgmma_shift<WT, XT, WM, WN, BN, ST, ZW, 9, GI, SH, SW, CL>(                     \
         const unsigned char*, const unsigned char*, const int*, const int*, int*, int, int, int,   \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,   \
-        unsigned, long long, long long, long long, long long, int, int)
+        unsigned, long long, long long, long long, long long, int, int, int)
 DML_WS_INST(signed char, unsigned char, 2, 1, 256, 4, false, 0, 1, 1, 1);
 DML_WS_INST(unsigned char, signed char, 2, 1, 128, 4, true, 2, 1, 1, 2);
 DML_WS_INST(signed char, signed char, 1, 1, 256, 3, true, 0, 1, 1, 1);
@@ -1494,6 +1601,10 @@ DML_WS_INST(signed char, signed char, 1, 1, 256, 2, true, 2, 2, 1, 1);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 128, 4, false, 2, 1, 2, 1);
 DML_WS_INST(signed char, unsigned char, 2, 1, 64, 4, true, 2, 1, 1, 4);
 DML_WS_INST(unsigned char, unsigned char, 1, 1, 64, 4, false, 0, 1, 1, 2);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 4, false, 1, 1, 1, 1);
+DML_WS_INST(unsigned char, signed char, 1, 1, 224, 3, true, 1, 1, 1, 1);
+DML_WS_INST(signed char, unsigned char, 2, 1, 224, 2, true, 1, 2, 2, 1);
+DML_WS_INST(signed char, signed char, 2, 1, 128, 4, false, 1, 1, 1, 2);
 #undef DML_WS_INST
 #define DML_WP_INST(WT, XT, ZW, KS)                                                             \
     template __global__ void dml::conv_int_wgmma_pointwise<WT, XT, ZW, KS>(                   \

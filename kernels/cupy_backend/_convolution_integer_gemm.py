@@ -42,7 +42,8 @@ __all__ = [
     "tensor_core",
 ]
 
-# "wgmma_shift_gather": the shifted-window GEMM reading the NCHW input where it lies
+# "wgmma_shift_gather": the shifted-window GEMM reading the input where it lies (NCHW planes
+# or (N, H, W, C) pixels)
 Kernel = Literal["wgmma", "wgmma_shift", "wgmma_shift_gather", "mma_sync"]
 # the shifted-window GEMM, reading a transformed input or the input where it lies
 _SHIFT_KERNELS = ("wgmma_shift", "wgmma_shift_gather")
@@ -281,6 +282,27 @@ def _nhwc_channels(
     )
 
 
+def _nhwc_pixels(
+    shape: tuple[int, ...], strides: tuple[int, ...], cg: int, alignment: int
+) -> int | None:
+    """The stride between pixels where the shifted-window GEMM can read the input where it lies
+    as (N, H, W, C): each pixel's channels consecutive, each group's a whole number of 16-byte
+    blocks on 16 bytes, the rows of pixels packed (W pixel strides apart); else None."""
+    n, _, h, wd = shape
+    sn, sc, sh, sw = strides
+    pixel = sw if wd > 1 else sh if h > 1 else 16  # (one pixel: any stride)
+    if (
+        sc == 1
+        and cg % 16 == 0
+        and pixel % 16 == 0
+        and (h == 1 or sh == wd * pixel)
+        and (n == 1 or sn % 16 == 0)
+        and alignment >= 16
+    ):
+        return pixel
+    return None
+
+
 @dataclass(frozen=True)
 class _GemmPlan:
     """Everything a tensor-core call does but the data: the layouts, the launches and their
@@ -392,20 +414,20 @@ def tensor_core(
     shared_pads: bool | None = None,
     tune: bool = True,
 ) -> Kernel:
-    """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
-    the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
-    than the image takes mma.sync). `filter_cache`: where a filter that stays the same from
-    call to call (a registered operator's constant) keeps its prepared form. `shift`: whether
-    the wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
-    form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
-    reads an NCHW input where it lies (each plane H * W consecutive bytes) instead of a
-    transformed copy: None, where it expects that to be faster; True, wherever the planes
-    allow; False, never. `split`: that form's K splits (None: as planned; more than its
-    32-channel chunks: the tap-by-tap GEMM). `shared_pads`: whether that form, reading the
-    input where it lies, numbers its virtual pixels with the pads shared by neighbouring rows
-    and images (see `_virtual_grid`): None, where its model expects that to be faster. `tune`:
-    with a `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the
-    first call of each shape and the fastest kept (see `_tuned`)."""
+    """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run the
+    GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger than the
+    image takes mma.sync). `filter_cache`: where a filter that stays the same from call to call (a
+    registered operator's constant) keeps its prepared form. `shift`: whether the wgmma GEMM may
+    take its shifted-window form where the shape allows (a tuple forces that form's (warpgroups
+    along M, along N, pixels per warpgroup)). `gather`: whether that form reads the input where it
+    lies (NCHW planes of H * W consecutive bytes, or (N, H, W, C) pixels, see `_nhwc_pixels`)
+    instead of a transformed copy: None, where it expects that to be faster; True, wherever the
+    layout allows; False, never. `split`: that form's K splits (None: as planned; more than its
+    32-channel chunks: the tap-by-tap GEMM). `shared_pads`: whether that form, reading the input
+    where it lies, numbers its virtual pixels with the pads shared by neighbouring rows and images
+    (see `_virtual_grid`): None, where its model expects that to be faster. `tune`: with a
+    `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the first call
+    of each shape and the fastest kept (see `_tuned`)."""
     import cupy
 
     key = (
@@ -589,15 +611,21 @@ def _plan(
         if shifted
         else None
     )
-    if shifted and gather is not False and contiguous_planes(x_shape, x_strides):
-        # the input read where it lies: its geometry instead of the transform
+    pixel_stride = _nhwc_pixels(x_shape, x_strides, q.cg, alignment)
+    planes_in_place = contiguous_planes(x_shape, x_strides)
+    if shifted and gather is not False and (planes_in_place or pixel_stride is not None):
+        # the input read where it lies: its geometry instead of the transform; NCHW planes
+        # (their C stride), else (N, H, W, C) pixels (their stride)
         sn, sc = x_strides[:2]
         sn = sn if n > 1 else 0  # a lone image's stride is arbitrary: not part of any address
+        if not planes_in_place and pixel_stride is not None:
+            sc = pixel_stride
         # the bytes the view spans, from its first element's (no load leaves them): from the
         # lowest address its negative strides reach, its extent on
         lo = sum(min(0, st * (d - 1)) for d, st in zip(x_shape, x_strides, strict=True))
         hi = lo + buffer_extent(x_shape, x_strides)
-        where = (h, wd, ph, pw, q.cg, zx_byte * 0x01010101, sn, sc, lo, hi)
+        zx4 = zx_byte * 0x01010101
+        where = (h, wd, ph, pw, q.cg, zx4, sn, sc, lo, hi, not planes_in_place)
         shape = (q, cgp, slots, hpad, wpad, zw_any, w_dtype, x_dtype, shift, where, split)
         resident = _shift_plan(*shape, shared_pads is True)
         if shared_pads is None:  # the pads shared where the model expects fewer clocks
@@ -607,7 +635,10 @@ def _plan(
         # where keeping the run resident leaves only smaller tiles or forced splits, the
         # transformed input may be faster still: unless forced, take the one the model
         # expects to be faster, the transform pass (the input read, its copy written) counted
+        # where there is one (not for (N, H, W, C) pixels that need no frame)
         transform = (n * h * wd * q.c + n * hpad * wpad * slots) / _DRAM_BYTES_PER_CLOCK
+        if (hpad, wpad) == (h, wd) and _nhwc_channels(x_shape, x_strides, q.cg, alignment):
+            transform = 0.0
         if resident is not None and (
             gather or staged is None or resident[4] <= staged[4] + transform
         ):
@@ -710,8 +741,9 @@ def _shift_plan(
     chunks). Its virtual pixels are the padded input's (see `_virtual_grid`), those outside the
     output computed and dropped. `where`: the NCHW input read where it lies, (H, W, ph, pw, Cg,
     z_x in each byte of a word, N and C strides, the bytes it spans before and after its first
-    element); each CTA then keeps its tile's run (its split's channels) in shared memory, and
-    `shared_pads` says whether its virtual pixels share the pads."""
+    element, and whether it lies as (N, H, W, C), the C stride then its pixels'); each CTA then
+    keeps its tile's run (its split's channels) in shared memory, and `shared_pads` says
+    whether its virtual pixels share the pads."""
     if shift is not True and shift not in [t[:3] for t in SHIFT_TILES]:
         raise ValueError(f"shifted tile {shift} is not one of {[t[:3] for t in SHIFT_TILES]}")
     if split is not None and split < 1:
@@ -723,6 +755,7 @@ def _shift_plan(
     ):
         return None
     planes = q.sh * q.sw
+    nhwc = bool(where and where[10])
     hv, wv = _virtual_grid(q, hpad, wpad, where is not None and shared_pads)
     pixels = q.n * hv * wv
     # the share of the virtual pixels that are outputs, and of the runs' pixels (over every
@@ -773,7 +806,7 @@ def _shift_plan(
             # rest (where it costs no stage) for an image's channels of the split, copied as
             # they lie (the gather then reads its items' words from there)
             hw = where[0] * where[1] if where else 0
-            if planes == 1 and hw % 4 and q.cg % 16 == 0 and where and where[7] == hw:
+            if planes == 1 and hw % 4 and q.cg % 16 == 0 and where and not nhwc and where[7] == hw:
                 staging = 32 * -(-kt // splits) * hw + 32
                 smem += staging if smem + staging <= limit else 0
             # K split as a cluster: the sums a CTA receives take its run's bytes (and more where
@@ -814,8 +847,11 @@ def _shift_plan(
     # 3 lost on phase planes and on 64-pixel tiles of 14 x 14 planes, and would spill on the
     # 256-pixel tile, though it saved a round there. (Planes off words take other loads: 3 is
     # then held but unused.)
+    # (N, H, W, C) pixels: 1, one 16-byte copy a pixel's block.
     gather = 0
-    if where:
+    if nhwc:
+        gather = 1
+    elif where:
         words = planes == 1 and q.h * q.wd % 4 == 0 and (wm, wn, bn) == (1, 1, 224)
         gather = _gather_items(run * image, -(-kt // splits), 128 * wm * wn) if words else 2
     template = (
@@ -845,13 +881,25 @@ def _shift_plan(
     zero_out = splits > 1 and gemm is None
     gemm = gemm or gemm_launch(1, smem)
     ints = (q.n, hv, wv, q.oh, q.ow, q.s, q.dh, q.dw, q.m, q.mg, cgp, slots, run)
-    h, wd, ph, pw, cg, zx4, sn, sc, lo, hi = where or (0,) * 10
+    h, wd, ph, pw, cg, zx4, sn, sc, lo, hi, _ = where or (0,) * 11
     args = (
         *(np.int32(v) for v in (*ints, tiles_m, tiles_n, tiles, h, wd, ph, pw, cg)),
         np.uint32(zx4), *(np.int64(v) for v in (sn, sc, lo, hi)), np.int32(splits),
+        np.int32(_nhwc_gather_sets(planes) if nhwc else 1),
         np.int32(0),  # input_first: see `_GemmPlan.gemm_after_prep`
     )  # fmt: skip
     return gemm, args, (64 * wm, tiles_m), zero_out, best[1]
+
+
+def _nhwc_gather_sets(planes: int) -> int:
+    """The sets of channel chunks in which the shifted-window GEMM copies a tile's run of (N, H,
+    W, C) pixels, the MMAs on each set's chunks waiting for that set's copies alone: two on
+    phase planes (strides of 2: runs of four planes, the longest gathers), one (all at once)
+    elsewhere. Measured (H100, batches 32 and 8, registered calls): two sets took 0.5-0.7 µs off
+    the stride-2 layer at either batch (one set a chunk: 1.9 µs at batch 32, 0.6 µs more at
+    batch 8); on unit strides more sets cost 0.1-0.5 µs (two) to 1-7 µs (a set a chunk), their
+    narrower copies taking longer to issue than the MMAs they overlap."""
+    return 2 if planes > 1 else 1
 
 
 def _gather_items(pixels: float, chunks: int, threads: int) -> int:

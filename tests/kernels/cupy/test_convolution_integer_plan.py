@@ -7,6 +7,8 @@ import pytest
 
 from dmlserve.kernels.cupy_backend._convolution_integer_gemm import (
     _gather_items,
+    _nhwc_gather_sets,
+    _nhwc_pixels,
     padded_input_fits,
 )
 
@@ -35,6 +37,39 @@ def test_the_padded_input_copy_is_bounded() -> None:
 def test_gather_items_a_thread(pixels: float, chunks: int, threads: int, items: int) -> None:
     """A gather thread loads 3 items at a time only where that takes fewer rounds than 2."""
     assert _gather_items(pixels, chunks, threads) == items
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "cg", "alignment", "pixel"),
+    [
+        ((2, 64, 5, 6), (1920, 1, 384, 64), 64, 16, 64),  # (N, H, W, C), packed
+        ((2, 64, 5, 6), (2400, 1, 480, 80), 32, 16, 80),  # 16 spare channels a pixel, groups
+        ((2, 64, 5, 6), (2160, 1, 432, 72), 64, 16, None),  # pixels 72 bytes apart
+        ((2, 64, 5, 6), (1920, 1, 384, 64), 64, 4, None),  # the view 4 bytes off 16
+        ((2, 48, 5, 6), (1440, 1, 288, 48), 24, 16, None),  # groups of 24 channels
+        ((2, 64, 5, 6), (1920, 30, 6, 1), 64, 16, None),  # NCHW planes
+        ((2, 64, 5, 6), (2000, 1, 400, 64), 64, 16, None),  # rows 16 bytes apart past W pixels
+        ((2, 64, 5, 6), (1928, 1, 384, 64), 64, 16, None),  # images 8 bytes off 16
+        ((1, 64, 5, 6), (1928, 1, 384, 64), 64, 16, 64),  # one image: its stride unused
+        ((2, 64, 5, 1), (320, 1, 64, 7), 64, 16, 64),  # one column: rows are the pixels
+        ((2, 64, 1, 1), (64, 1, 5, 7), 64, 16, 16),  # one pixel: any strides
+    ],
+)
+def test_channels_last_pixels(
+    shape: tuple[int, int, int, int],
+    strides: tuple[int, int, int, int],
+    cg: int,
+    alignment: int,
+    pixel: int | None,
+) -> None:
+    """The shifted-window GEMM reads (N, H, W, C) pixels where they lie only where each
+    group's channels are 16-byte blocks on 16 bytes and the rows are packed."""
+    assert _nhwc_pixels(shape, strides, cg, alignment) == pixel
+
+
+def test_channels_last_gather_sets() -> None:
+    """Two sets of chunks on phase planes, one elsewhere."""
+    assert [_nhwc_gather_sets(planes) for planes in (1, 2, 4)] == [1, 2, 2]
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """CuPy CONVOLUTION_INTEGER: the shifted-window wgmma GEMM (nine taps, channels per group a
-multiple of 32), on a transformed input (stride 1) and reading an NCHW input where it lies
-("gather": planes of H * W consecutive bytes, at any alignment; strides of 1 or 2), against the
-NumPy reference, bit-exact, each call asserting which of them ran. It runs on compute
+multiple of 32), on a transformed input (stride 1) and reading the input where it lies
+("gather": NCHW planes of H * W consecutive bytes, at any alignment, or (N, H, W, C) pixels
+whose channel blocks lie on 16 bytes; strides of 1 or 2), against the NumPy reference,
+bit-exact, each call asserting which of them ran. It runs on compute
 capability 9.0 only; elsewhere these shapes take the mma.sync GEMM and the tests say so."""
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def _tiles() -> list[tuple[int, int, int]]:
 
 
 def _options(
-    tile: tuple[int, int, int] | None = None, gather: bool = True, shared: bool | None = None
+    tile: tuple[int, int, int] | None = None,
+    gather: bool | None = True,
+    shared: bool | None = None,
 ) -> Any:
     """A forced tile runs unsplit (the plain stores); the planner may split K otherwise.
     `shared`: the virtual pixels' pads shared (None: as the planner chooses)."""
@@ -124,7 +127,7 @@ def test_tiles_and_geometry(
     ("view", "gathered"),
     [
         (lambda a: a[:, 32:96], True),  # a channel slice: its planes stay whole and aligned
-        (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), False),  # NHWC storage
+        (lambda a: a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2), True),  # NHWC storage
         (lambda a: a[:, :, 1:, ::2], False),  # strided rows and columns
         (lambda a: a[:, :, 1:], True),  # planes of 14 whole rows, still 16-byte aligned
         (lambda a: a.reshape(-1)[2 : 2 + 2 * 128 * 224].reshape(2, 128, 14, 16), True),  # 2-byte
@@ -390,22 +393,220 @@ def test_gathered_rows_wider_than_the_threads(
     assert what == _expected(gathered=True)
 
 
+def _channels_last(spare: int = 0, offset: int = 0, junk: int = 0x5A) -> Callable[[Any], Any]:
+    """A view that stores (N, C, H, W) as (N, H, W, C + spare) from `offset` bytes into its
+    allocation, the spare channels (and the bytes before) holding `junk`: any read of them
+    changes the sums."""
+
+    def view(a: Any) -> Any:
+        import cupy
+
+        n, c, h, wd = a.shape
+        size = n * h * wd * (c + spare)
+        store = cupy.full(offset + size, junk, a.dtype)
+        pixels = store[offset:].reshape(n, h, wd, c + spare)
+        pixels[..., :c] = a.transpose(0, 2, 3, 1)
+        return pixels[..., :c].transpose(0, 3, 1, 2)
+
+    return view
+
+
+def _gather_modes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets, for each shifted-window GEMM planned from now on, its gather mode (the
+    kernel's GI: 0 a transformed input, 1 (N, H, W, C) pixels, 2 or 3 NCHW items)."""
+    gemm = launcher("_convolution_integer_gemm")
+    modes: list[int] = []
+    real = gemm.launch
+
+    def recorded(source: str, name: str, *template: Any, **kwargs: Any) -> Any:
+        if name == "conv_int_wgmma_shift":
+            modes.append(int(template[8]))
+        return real(source, name, *template, **kwargs)
+
+    monkeypatch.setattr(gemm, "launch", recorded)
+    gemm._plan.cache_clear()  # planned again, through the recorded launch
+    return modes
+
+
 @pytest.mark.parametrize("pad", [0, 1])
 @pytest.mark.parametrize("zp_mode", ["none", "channel"])
-def test_channels_last_input(pad: int, zp_mode: str) -> None:
-    """An input stored (N, H, W, C): without padding the GEMM reads it where it lies, with
-    padding through the transform like any other layout."""
+@pytest.mark.parametrize("gather", [None, True, False])
+def test_channels_last_input(
+    pad: int, zp_mode: str, gather: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An input stored (N, H, W, C) is read where it lies, padded or not: gathered, each
+    pixel's 16-byte channel blocks copied as they are (the planner's choice with padding, where
+    the other form would transform the input first); without the gather, only an input that
+    needs no frame is read in place, any other through the transform."""
+    plans = _gemm_plans(monkeypatch)
+    modes = _gather_modes(monkeypatch)
     rng = np.random.default_rng([pad, len(zp_mode)])
     x = random_int8(rng, (2, 64, 9, 10), np.uint8)
     w = random_int8(rng, (48, 64, 3, 3), np.int8)
     zw = zero_points(rng, zp_mode, np.int8, 48)
-
-    def nhwc(a: Any) -> Any:
-        return a.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
-
     geometry = ((1, 1), (1, 1), (pad, pad), (pad, pad), 1)
-    what = check(x, w, 3, zw, *geometry, view=nhwc, options=_options())
+    options = _options(gather=gather)
+    what = check(x, w, 3, zw, *geometry, view=_channels_last(), options=options)
+    if gather is None:
+        assert what in ("wgmma_shift", "wgmma_shift_gather", "mma_sync")
+        if pad == 1:
+            assert what == _expected(gathered=True)
+    else:
+        assert what == _expected(gather)
+    if _expected() == "wgmma_shift":
+        (plan,) = plans
+        assert plan.xn_shape is None or (pad == 1 and not gather)  # no pass but for the frame
+        if what == "wgmma_shift_gather":
+            assert modes[-1] == 1
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize(
+    ("shape", "m", "strides", "dilations", "start", "end", "groups", "spare"),
+    [
+        ((2, 64, 28, 28), 128, (1, 1), (1, 1), (1, 1), (1, 1), 1, 0),  # ResNet-like
+        ((12, 64, 4, 4), 40, (1, 1), (1, 1), (1, 1), (1, 1), 1, 16),  # runs over many images
+        ((2, 64, 12, 10), 40, (1, 1), (1, 1), (1, 1), (1, 1), 2, 16),  # groups of 32 channels
+        ((2, 96, 12, 10), 36, (1, 1), (2, 1), (2, 0), (1, 3), 1, 0),  # dilation, uneven pads
+        ((2, 32, 8, 12), 32, (1, 1), (1, 1), (0, 0), (0, 0), 1, 32),  # no padding: no frame
+        ((1, 32, 8, 8), 32, (1, 1), (1, 2), (4, 3), (3, 5), 1, 0),  # pads wider than the window
+        ((1, 64, 1, 36), 48, (1, 1), (1, 1), (1, 1), (1, 1), 1, 0),  # one-row images
+        ((2, 128, 15, 16), 64, (2, 2), (1, 1), (1, 1), (1, 1), 1, 0),  # strides of 2
+        ((3, 64, 13, 11), 40, (2, 1), (1, 1), (1, 1), (1, 1), 2, 16),  # one stride of 2, groups
+        ((1, 64, 9, 14), 72, (1, 2), (2, 2), (2, 2), (2, 1), 1, 0),  # the other, dilated
+        ((2, 96, 11, 12), 40, (2, 2), (1, 1), (1, 1), (1, 1), 1, 16),  # 6 blocks: not a
+        # divisor of the threads, each slot's pixel found by divisions
+    ],
+)
+def test_channels_last_read_where_it_lies(
+    shape: tuple[int, int, int, int],
+    m: int,
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    start: tuple[int, int],
+    end: tuple[int, int],
+    groups: int,
+    spare: int,
+    shared: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(N, H, W, C) pixels read where they lie over every geometry the gather takes: the frame
+    and pixels past the input z_x, groups' channel blocks at their offsets, pixels 16 channels
+    or more apart beyond C (junk there), strides of 2 through phase planes; both zero-point
+    forms of the filter, exact, the launch asking for the pixel copies."""
+    modes = _gather_modes(monkeypatch)
+    n, c, h, wd = shape
+    rng = np.random.default_rng([*shape, m, *strides, spare])
+    x = random_int8(rng, shape, np.uint8)
+    w = random_int8(rng, (m, c // groups, 3, 3), np.int8)
+    geometry = (strides, dilations, start, end, groups)
+    options = _options(gather=True, shared=shared if strides == (1, 1) else None)
+    for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
+        zx = random_zero_point(rng, np.uint8)
+        what = check(x, w, zx, zw, *geometry, view=_channels_last(spare), options=options)
+        assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        assert set(modes) - {0} == {1}  # (the planner also plans the transformed input)
+
+
+@pytest.mark.parametrize("tile", _tiles())
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+def test_channels_last_every_tile(
+    tile: tuple[int, int, int], xt: Any, wt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tile and signedness pair on (N, H, W, C) pixels, per-channel zero points: images
+    met mid-run, a partial block of output channels."""
+    modes = _gather_modes(monkeypatch)
+    rng = np.random.default_rng([*tile, PAIRS.index((xt, wt)), 61])
+    x = random_int8(rng, (3, 64, 11, 13), xt)
+    w = random_int8(rng, (72, 64, 3, 3), wt)
+    zw = zero_points(rng, "channel", wt, 72)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    zx = random_zero_point(rng, xt)
+    what = check(x, w, zx, zw, *geometry, view=_channels_last(16), options=_options(tile))
+    assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        assert set(modes) - {0} == {1}  # (the planner also plans the transformed input)
+
+
+@pytest.mark.parametrize(("tile", "split"), [((2, 1, 128), 2), ((2, 1, 224), 2), ((1, 1, 64), 3)])
+def test_channels_last_split_k(
+    tile: tuple[int, int, int], split: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """K split over CTAs on (N, H, W, C) pixels (in a cluster on 128-pixel tiles, by atomic
+    adds on 224-pixel ones): each split copies its own channel blocks of each pixel."""
+    plans = _gemm_plans(monkeypatch)
+    rng = np.random.default_rng([*tile, split, 62])
+    x = random_int8(rng, (2, 192, 14, 14), np.int8)
+    w = random_int8(rng, (64, 192, 3, 3), np.uint8)
+    zw = zero_points(rng, "tensor", np.uint8, 64)
+    options = launcher("convolution_integer").Options(
+        shifted=tile, gather=True, split_k=split, shared_pads=True
+    )
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    what = check(x, w, -9, zw, *geometry, view=_channels_last(32), options=options)
+    assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        assert [p.zero_out for p in plans] == [tile[2] > 128]
+
+
+@pytest.mark.parametrize("sets", [2, 3, 16])
+@pytest.mark.parametrize(
+    ("shape", "strides"),
+    [((2, 96, 12, 11), (1, 1)), ((2, 128, 13, 12), (2, 2)), ((1, 512, 7, 7), (1, 1))],
+)
+def test_channels_last_gathered_in_sets(
+    sets: int,
+    shape: tuple[int, int, int, int],
+    strides: tuple[int, int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tile's (N, H, W, C) run copied in sets of channel chunks, the MMAs on each set's
+    chunks waiting for that set's copies alone: uneven sets (three chunks in two), a set a
+    chunk, more sets than a wait can leave pending (16 chunks: it waits for all), on unit
+    strides and on phase planes; exact."""
+    gemm = launcher("_convolution_integer_gemm")
+    plans = _gemm_plans(monkeypatch)
+    monkeypatch.setattr(gemm, "_nhwc_gather_sets", lambda planes: sets)
+    gemm._plan.cache_clear()
+    rng = np.random.default_rng([*shape, sets, 64])
+    x = random_int8(rng, shape, np.uint8)
+    w = random_int8(rng, (40, shape[1], 3, 3), np.int8)
+    zw = zero_points(rng, "channel", np.int8, 40)
+    options = launcher("convolution_integer").Options(gather=True, split_k=1)
+    geometry = (strides, (1, 1), (1, 1), (1, 1), 1)
+    try:
+        what = check(x, w, 77, zw, *geometry, view=_channels_last(16), options=options)
+    finally:
+        gemm._plan.cache_clear()
+    assert what == _expected(gathered=True)
+    if _expected() == "wgmma_shift":
+        (plan,) = plans
+        assert int(plan.gemm_args[-2]) == sets  # (gather_sets, input_first)
+
+
+@pytest.mark.parametrize(
+    ("spare", "offset"),
+    [(8, 0), (0, 8), (0, 4)],
+    ids=["pixels-8-bytes-apart", "8-bytes-in", "4-bytes-in"],
+)
+def test_channels_last_off_16_bytes_is_transformed(
+    spare: int, offset: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(N, H, W, C) pixels whose channel blocks do not all lie on 16 bytes take the transform
+    (exact), asked to gather or not."""
+    plans = _gemm_plans(monkeypatch)
+    rng = np.random.default_rng([spare, offset, 63])
+    x = random_int8(rng, (2, 64, 10, 9), np.uint8)
+    w = random_int8(rng, (40, 64, 3, 3), np.int8)
+    zw = zero_points(rng, "channel", np.int8, 40)
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    view = _channels_last(spare, offset)
+    what = check(x, w, 77, zw, *geometry, view=view, options=_options(gather=True))
     assert what == _expected()
+    if _expected() == "wgmma_shift":
+        (plan,) = plans
+        assert plan.xn_shape is not None
 
 
 def test_sums_past_32_bits() -> None:
@@ -929,9 +1130,13 @@ def test_unregistered_filter_prep_beside_the_gemm(
     assert prep.shared_mem == (0 if layout == "unstaged" else c * 9)
 
 
-@pytest.mark.parametrize(("gather", "registered"), [(True, True), (False, True), (True, False)])
+@pytest.mark.parametrize(
+    ("gather", "registered", "channels_last"),
+    [(True, True, False), (False, True, False), (True, False, False), (True, True, True),
+     (True, False, True)],
+)  # fmt: skip
 def test_calls_chained_through_memory(
-    gather: bool, registered: bool, monkeypatch: pytest.MonkeyPatch
+    gather: bool, registered: bool, channels_last: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Calls queued back to back, each reading the bytes the call before it wrote (its int32
     output seen as the next call's uint8 input), checked once the whole chain has run. With its
@@ -944,7 +1149,7 @@ def test_calls_chained_through_memory(
     back to back however slowly the host issues them; the small images leave most SMs free, so
     a GEMM that read early would see its input or filter before it was written. Where the input
     is transformed, the transform runs between the GEMMs and the chain checks the results
-    only."""
+    only. `channels_last`: each call reads the bytes as (N, H, W, C) pixels."""
     import cupy
 
     from dmlserve.kernels import reference
@@ -965,17 +1170,22 @@ def test_calls_chained_through_memory(
     options = conv.Options(gather=gather, tune=False, split_k=1)
     cache: dict[Any, Any] | None = {} if registered else None
     used: list[Any] = []  # each call's filter
+    inputs: list[Any] = []  # and the view of its input it read
 
     def call(x: Any) -> Any:
         ran: list[Any] = []
         w = filters[len(used) % len(filters)]
         used.append(w)
+        if channels_last:
+            x = x.reshape(n, hw, hw, c).transpose(0, 3, 1, 2)
+        inputs.append(x)
         out = conv.convolution_integer(x, w, 7, zw, *geometry, options, ran, filter_cache=cache)
         assert ran == [_expected(gather)]
         return out
 
     first = cupy.asarray(random_int8(rng, (n, c, hw, hw), np.uint8))
-    for (x, out), w in zip(chained_calls(call, first, calls), used, strict=True):
+    chain = chained_calls(call, first, calls)
+    for x, (_, out), w in zip(inputs, chain, used, strict=True):
         want = reference.convolution_integer(cupy.asnumpy(x), cupy.asnumpy(w), 7, zw, *geometry)
         np.testing.assert_array_equal(cupy.asnumpy(out), want)
     # every call where the input is read in place (after its own filter prep, or with the
