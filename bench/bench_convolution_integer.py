@@ -2,7 +2,7 @@
 """CONVOLUTION_INTEGER (CuPy raw CUDA) against cuDNN fp16 channels-last and unfold + _int_mm.
 
 Usage: python bench/bench_convolution_integer.py [--batch 32] [--json PATH] [--quick]
-       [--only NAME ...] [--profile]
+       [--only NAME ...] [--profile [--channels-last]]
 
 Times are medians of CUDA-event-timed batches of back-to-back calls after warm-up; a GPU spin
 (`torch.cuda._sleep`, ~1 ms per call) is queued before each batch so that host-side launch
@@ -138,12 +138,15 @@ def case_inputs(case: Case, batch: int) -> tuple[list[Any], Any, np.ndarray, tup
     return xs, w, zw, geo
 
 
-def profile(cases: list[Case], batch: int) -> None:
+def profile(cases: list[Case], batch: int, channels_last: bool = False) -> None:
     """One registered-operator call per layer (its filter kept, its plan timed and chosen in
     the first of three warm-up calls) between cudaProfilerStart and Stop, for `ncu
-    --profile-from-start off`; prints ``profiled: <layer>`` before each."""
+    --profile-from-start off`; prints ``profiled: <layer>`` before each. `channels_last`: the
+    input stored (N, H, W, C)."""
     for case in cases:
         xs, w, zw, geo = case_inputs(case, batch)
+        if channels_last:
+            xs = [x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) for x in xs]
         kept: dict[Any, Any] = {}
         for _ in range(3):
             convolution_integer(xs[0], w, 128, zw, *geo, case.groups, filter_cache=kept)
@@ -353,11 +356,16 @@ def main() -> None:
         action="store_true",
         help="no timings: one call per layer for ncu --profile-from-start off",
     )
+    ap.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="with --profile: the input stored (N, H, W, C)",
+    )
     args = ap.parse_args()
     cases = [c for c in CASES if c.k == 3 and c.groups == 1] if args.only_3x3 else CASES
     cases = [c for c in cases if not args.only or any(o in c.name for o in args.only)]
     if args.profile:
-        profile(cases, args.batch)
+        profile(cases, args.batch, args.channels_last)
         return
     torch.backends.cudnn.benchmark = True
     inner, reps = (5, 5) if args.quick else (10, 15)

@@ -994,6 +994,12 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
         const int tn = ct.tn;
         const int g = ct.g;
         const long long v0 = static_cast<long long>(tn) * TN;
+        // GI 1: the chunks each set holds, the sets, and (counted down over the tile's chunks)
+        // the chunks of the current set left to wait for no group
+        const int per_set = GI == 1 ? set_chunks(ct) : 1;
+        const int sets = (ct.nk + per_set - 1) / per_set;
+        int set_left = 0;
+        int set = -1;
         if constexpr (GI == 1) {
             // The last tile's MMAs are done (every warpgroup passed the epilogue's barrier).
             gather_nhwc(ct, v0);
@@ -1021,12 +1027,12 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
             // copies)
             bool set_start = false;
             if constexpr (GI == 1) {
-                const int per_set = set_chunks(ct);
-                set_start = kc % per_set == 0;
+                set_start = set_left == 0;
                 if (set_start) {
-                    const int sets = (ct.nk + per_set - 1) / per_set;
-                    gather_wait(sets - 1 - kc / per_set + kc);
+                    set_left = per_set;
+                    gather_wait(sets - 1 - ++set + kc);
                 }
+                --set_left;
             } else {
                 conv::cp_async_wait<STAGES - 2>();
             }
