@@ -8,7 +8,8 @@ medians (and maxima) over the CTAs, in µs:
 - start: from the CTA's first instruction to its first tile (the barriers' set-up, the first
   filter stages' bulk copies issued);
 - gather: the tile's run of input pixels written into shared memory (z_x over it, then the
-  image's pixels read where they lie; nothing where the input was transformed);
+  image's pixels read where they lie; nothing where the input was transformed; for an input
+  stored (N, H, W, C), its copies issued, the first stage then waiting for them to land);
 - first stage: the wait for the tile's first filter block, and for every thread's part of the
   gather (thread 0 stamps the gather's end when its own part is done);
 - MMAs: the tile's channel chunks, from its first chunk's barrier to its last MMA's completion;
