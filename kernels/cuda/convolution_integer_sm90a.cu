@@ -373,20 +373,21 @@ __global__ void __launch_bounds__(BM * 2)
 // output word is written once. No CTA touches another's memory but between two cluster
 // barriers. With CL = 1 the splits' sums meet in the zeroed output by atomic adds.
 //
-// GATHER (GI > 0): the input is read where it lies (NCHW, each (n, c) plane H * W consecutive
-// bytes, at any alignment), not from a padded transformed copy: at the start of each tile the
-// CTA writes its whole run, every channel chunk (Cgp x L bytes, resident for the tile), into
-// shared memory: z_x everywhere first (the frame, the padded channels, pixels past the input),
-// then the image's pixels over it, 16 channels x 4 pixels an item (16 word loads of 4 pixels
+// GATHER (GI > 0): the input is read where it lies, not from a padded transformed copy: at the
+// start of each tile the CTA writes its whole run, every channel chunk (Cgp x L bytes, resident
+// for the tile), into shared memory; the stages then carry only the filter.
+// GI 2 or 3: NCHW, each (n, c) plane H * W consecutive bytes, at any alignment: z_x everywhere
+// first (the frame, the padded channels, pixels past the input), then the image's pixels over it, 16 channels x 4 pixels an item (16 word loads of 4 pixels
 // each, transposed in registers; where a plane does not start on a word, each word is put
-// together from the two aligned words around it); the stages then carry only the filter.
+// together from the two aligned words around it).
 // Where every plane starts on a word, a thread issues the loads of GI items (2 or 3) before it
 // uses any, so that they are in flight together (the launcher says where 3 pays).
 // GI 1: the input is read where it lies as (N, H, W, C): each pixel's channels consecutive,
 // every 16-channel block on 16 bytes, pixels xs_c bytes apart, rows W xs_c apart, images xs_n
 // apart. A run's row of a block is then one 16-byte copy from its pixel, or z_x where the virtual
 // pixel is no image pixel (the frame, pixels past the input) or the block past the group's
-// channels: no z_x pass first, no transposes.
+// channels: no z_x pass first, no transposes; the copies go out in sets of channel chunks, the
+// MMAs on a set's chunks waiting for that set's alone (`gather_sets`, see gather_nhwc).
 namespace wg {
 // K-major, no swizzle: start, LBO (K-direction core-matrix stride), SBO (8-row stride).
 __device__ __forceinline__ unsigned long long desc_plain(unsigned addr, unsigned lbo,
@@ -903,8 +904,9 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
         }
     };
 
-    // GI 1: in `gather_sets` sets of consecutive chunks (as the MMAs take them: each set but
-    // the last ceil(nk / sets) chunks), each set's copies one cp.async group, so that the MMAs
+    // GI 1: in at most `gather_sets` sets of consecutive chunks (as the MMAs take them: each
+    // set but the last ceil(nk / gather_sets) chunks, so that 3 sets of 4 chunks are 2 sets of
+    // 2), each set's copies one cp.async group, so that the MMAs
     // on a set's chunks wait for its group alone, the later sets' copies in flight meanwhile.
     // In a set, the 16-channel blocks of each row's pixel, each row's planes side by side (row
     // r of plane (a, b): padded pixel (SH i + a, SW j + b)), then the rows.
@@ -1016,21 +1018,25 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
         }
         if constexpr (GATHER) {
             conv::fence_proxy_async();  // published by the barrier of the tile's first chunk
-            if (input_first && it == 0) {  // the first tile's run is in: now its filter
+            if (input_first && it == 0) {  // the first tile's run is in (GI 1: its copies
+                                           // issued): now its filter
                 wg::wait_prior_grid();
                 first_stages();
             }
         }
         for (int kc = 0; kc < ct.nk; ++kc, ++it) {
-            // GI 1: a set's first chunk waits for the set's group: the tile's gather committed
-            // one a set, and each chunk since one more (empty: the filter stages come by bulk
-            // copies)
+            // GI 1: a set's first chunk waits for the set's group: after it, the tile's later
+            // sets' groups, one more each chunk since (empty: the filter stages come by bulk
+            // copies) and, on the first tile of a call that gathers before its filter
+            // (`input_first`), the first filter stages' STAGES - 1
             bool set_start = false;
             if constexpr (GI == 1) {
                 set_start = set_left == 0;
                 if (set_start) {
                     set_left = per_set;
-                    gather_wait(sets - 1 - ++set + kc);
+                    ++set;
+                    const int first_stages_after = input_first && it == kc ? STAGES - 1 : 0;
+                    gather_wait(sets - 1 - set + kc + first_stages_after);
                 }
                 --set_left;
             } else {

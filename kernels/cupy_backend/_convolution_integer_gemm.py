@@ -739,7 +739,7 @@ def _shift_plan(
     reading the input where it lies, 2, more than `_SHIFT_MAX_VIRTUAL` virtual pixels per output
     pixel, a run of input pixels too long for shared memory, a forced `split` beyond its channel
     chunks). Its virtual pixels are the padded input's (see `_virtual_grid`), those outside the
-    output computed and dropped. `where`: the NCHW input read where it lies, (H, W, ph, pw, Cg,
+    output computed and dropped. `where`: the input read where it lies, (H, W, ph, pw, Cg,
     z_x in each byte of a word, N and C strides, the bytes it spans before and after its first
     element, and whether it lies as (N, H, W, C), the C stride then its pixels'); each CTA then
     keeps its tile's run (its split's channels) in shared memory, and `shared_pads` says
@@ -894,7 +894,7 @@ def _shift_plan(
 def _nhwc_gather_sets(planes: int) -> int:
     """The sets of channel chunks in which the shifted-window GEMM copies a tile's run of (N, H,
     W, C) pixels, the MMAs on each set's chunks waiting for that set's copies alone: two on
-    phase planes (strides of 2: runs of four planes, the longest gathers), one (all at once)
+    phase planes (strides of 2: runs of two or four planes, the longest gathers), one (all at once)
     elsewhere. Measured (H100, batches 32 and 8, registered calls): two sets took 0.5-0.7 µs off
     the stride-2 layer at either batch (one set a chunk: 1.9 µs at batch 32, 0.6 µs more at
     batch 8); on unit strides more sets cost 0.1-0.5 µs (two) to 1-7 µs (a set a chunk), their
@@ -926,7 +926,7 @@ def _virtual_grid(q: _Problem, hpad: int, wpad: int, shared_pads: bool) -> tuple
     virtual pixel (oh, ow) of its image's grid, and tap (r, s) adds one shift to it.
 
     The padded input's (Hp, Wp); or (`shared_pads`, only where the input is read where it lies:
-    each CTA writes its run, z_x first, then the image's pixels) neighbouring images and rows
+    each CTA writes its run, z_x wherever no image pixel lies) neighbouring images and rows
     share their pads: H + max(start, end pad) rows (and as many as the output has, at least),
     because a tap that reaches past an image's last padded row lands in the next one's first
     rows, which are start padding where the start pad is the larger, and end padding is just

@@ -71,9 +71,9 @@ class Options:
     # shape allows it and the tile's stages fit shared memory (else the tap-by-tap GEMM runs)
     shifted: bool | tuple[int, int, int] = True
     # the shifted-window GEMM reads the input where it lies, not a transformed copy, where its
-    # layout allows (NCHW planes of H * W consecutive bytes each, or (N, H, W, C) pixels whose
-    # groups' channels are 16-byte blocks on 16 bytes): None, where its model expects that to be
-    # faster; True, wherever the layout allows; False, never
+    # layout allows (NCHW planes of H * W consecutive bytes each, or (N, H, W, C) pixels in
+    # packed rows whose groups' channels are 16-byte blocks on 16 bytes): None, where its model
+    # expects that to be faster; True, wherever the layout allows; False, never
     gather: bool | None = None
     # the shifted-window GEMM's K (channel chunks of 32) split over this many CTAs whose partial
     # sums add up in the output (None: where the planner expects its tiles to leave SMs idle)

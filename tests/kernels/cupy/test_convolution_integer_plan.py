@@ -53,6 +53,8 @@ def test_gather_items_a_thread(pixels: float, chunks: int, threads: int, items: 
         ((1, 64, 5, 6), (1928, 1, 384, 64), 64, 16, 64),  # one image: its stride unused
         ((2, 64, 5, 1), (320, 1, 64, 7), 64, 16, 64),  # one column: rows are the pixels
         ((2, 64, 1, 1), (64, 1, 5, 7), 64, 16, 16),  # one pixel: any strides
+        ((2, 64, 5, 6), (-1920, 1, -384, -64), 64, 16, -64),  # images, rows, pixels backwards
+        ((2, 64, 5, 6), (0, 1, 384, 64), 64, 16, 64),  # one image broadcast over N
     ],
 )
 def test_channels_last_pixels(

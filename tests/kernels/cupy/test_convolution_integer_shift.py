@@ -448,7 +448,7 @@ def test_channels_last_input(
     options = _options(gather=gather)
     what = check(x, w, 3, zw, *geometry, view=_channels_last(), options=options)
     if gather is None:
-        assert what in ("wgmma_shift", "wgmma_shift_gather", "mma_sync")
+        assert what in (_expected(gathered=True), _expected())
         if pad == 1:
             assert what == _expected(gathered=True)
     else:
@@ -474,8 +474,8 @@ def test_channels_last_input(
         ((2, 128, 15, 16), 64, (2, 2), (1, 1), (1, 1), (1, 1), 1, 0),  # strides of 2
         ((3, 64, 13, 11), 40, (2, 1), (1, 1), (1, 1), (1, 1), 2, 16),  # one stride of 2, groups
         ((1, 64, 9, 14), 72, (1, 2), (2, 2), (2, 2), (2, 1), 1, 0),  # the other, dilated
-        ((2, 96, 11, 12), 40, (2, 2), (1, 1), (1, 1), (1, 1), 1, 16),  # 6 blocks: not a
-        # divisor of the threads, each slot's pixel found by divisions
+        ((2, 160, 11, 12), 40, (2, 2), (1, 1), (1, 1), (1, 1), 1, 16),  # 5 chunks in sets of
+        # 3 and 2: 6 blocks, not a divisor of the threads (each slot's pixel found by divisions)
     ],
 )
 def test_channels_last_read_where_it_lies(
@@ -550,6 +550,7 @@ def test_channels_last_split_k(
         assert [p.zero_out for p in plans] == [tile[2] > 128]
 
 
+@pytest.mark.parametrize("call", ["inline", "registered", "one SM"])
 @pytest.mark.parametrize("sets", [2, 3, 16])
 @pytest.mark.parametrize(
     ("shape", "strides"),
@@ -559,30 +560,51 @@ def test_channels_last_gathered_in_sets(
     sets: int,
     shape: tuple[int, int, int, int],
     strides: tuple[int, int],
+    call: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A tile's (N, H, W, C) run copied in sets of channel chunks, the MMAs on each set's
     chunks waiting for that set's copies alone: uneven sets (three chunks in two), a set a
     chunk, more sets than a wait can leave pending (16 chunks: it waits for all), on unit
-    strides and on phase planes; exact."""
-    gemm = launcher("_convolution_integer_gemm")
+    strides and on phase planes; exact in an unregistered call (its GEMM gathering its first
+    tile before its filter's stages), in a registered operator's two calls (the filter kept:
+    its stages first) and on one SM (each CTA gathering tile after tile)."""
+    import cupy
+
+    from dmlserve.kernels import reference
+
+    conv, gemm = launcher("convolution_integer"), launcher("_convolution_integer_gemm")
     plans = _gemm_plans(monkeypatch)
     monkeypatch.setattr(gemm, "_nhwc_gather_sets", lambda planes: sets)
+    if call == "one SM":
+        monkeypatch.setattr(gemm, "sm_count", lambda: 1)
     gemm._plan.cache_clear()
-    rng = np.random.default_rng([*shape, sets, 64])
+    rng = np.random.default_rng([*shape, sets, len(call), 64])
     x = random_int8(rng, shape, np.uint8)
     w = random_int8(rng, (40, shape[1], 3, 3), np.int8)
     zw = zero_points(rng, "channel", np.int8, 40)
-    options = launcher("convolution_integer").Options(gather=True, split_k=1)
+    options = conv.Options(gather=True, split_k=1, tune=False)
     geometry = (strides, (1, 1), (1, 1), (1, 1), 1)
     try:
-        what = check(x, w, 77, zw, *geometry, view=_channels_last(16), options=options)
+        if call == "registered":
+            want = reference.convolution_integer(x, w, 77, zw, *geometry)
+            xd = _channels_last(16)(cupy.asarray(x))
+            cache: dict[Any, Any] = {}
+            for _ in range(2):
+                ran: list[Any] = []
+                got = conv.convolution_integer(
+                    xd, cupy.asarray(w), 77, zw, *geometry, options, ran, filter_cache=cache
+                )
+                np.testing.assert_array_equal(cupy.asnumpy(got), want)
+                assert ran == [_expected(gathered=True)]
+        else:
+            what = check(x, w, 77, zw, *geometry, view=_channels_last(16), options=options)
+            assert what == _expected(gathered=True)
     finally:
         gemm._plan.cache_clear()
-    assert what == _expected(gathered=True)
     if _expected() == "wgmma_shift":
-        (plan,) = plans
-        assert int(plan.gemm_args[-2]) == sets  # (gather_sets, input_first)
+        # (gather_sets, input_first): the kernel takes at most that many sets
+        assert {int(plan.gemm_args[-2]) for plan in plans} == {sets}
 
 
 @pytest.mark.parametrize(
