@@ -138,6 +138,11 @@ def case_inputs(case: Case, batch: int) -> tuple[list[Any], Any, np.ndarray, tup
     return xs, w, zw, geo
 
 
+def stored_channels_last(xs: list[Any]) -> list[Any]:
+    """The same values, each input stored (N, H, W, C) (an NCHW view of it)."""
+    return [x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) for x in xs]
+
+
 def profile(cases: list[Case], batch: int, channels_last: bool = False) -> None:
     """One registered-operator call per layer (its filter kept, its plan timed and chosen in
     the first of three warm-up calls) between cudaProfilerStart and Stop, for `ncu
@@ -146,7 +151,7 @@ def profile(cases: list[Case], batch: int, channels_last: bool = False) -> None:
     for case in cases:
         xs, w, zw, geo = case_inputs(case, batch)
         if channels_last:
-            xs = [x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) for x in xs]
+            xs = stored_channels_last(xs)
         kept: dict[Any, Any] = {}
         for _ in range(3):
             convolution_integer(xs[0], w, 128, zw, *geo, case.groups, filter_cache=kept)
@@ -217,7 +222,7 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
 
         row["unsplit_registered_ms"] = time_ms(unsplit, inner, reps, 3)
     if on_shift:  # the same values stored (N, H, W, C), as cuDNN gets them, read where they lie
-        xs_last = [x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) for x in xs]
+        xs_last = stored_channels_last(xs)
         last_ran: list[Any] = []
         mod.convolution_integer(xs_last[0], w, 128, zw, *geo, g, ran=last_ran)
         row["channels_last_kernel"] = last_ran[0]

@@ -167,7 +167,7 @@ def layer(
     each call); `channels_last`: the inputs stored (N, H, W, C)."""
     xs, w, zw, geo = bench.case_inputs(case, batch)
     if channels_last:
-        xs = [x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) for x in xs]
+        xs = bench.stored_channels_last(xs)
     if inline:
 
         def unregistered(i: int) -> Any:

@@ -414,20 +414,20 @@ def tensor_core(
     shared_pads: bool | None = None,
     tune: bool = True,
 ) -> Kernel:
-    """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run the
-    GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger than the
-    image takes mma.sync). `filter_cache`: where a filter that stays the same from call to call (a
-    registered operator's constant) keeps its prepared form. `shift`: whether the wgmma GEMM may
-    take its shifted-window form where the shape allows (a tuple forces that form's (warpgroups
-    along M, along N, pixels per warpgroup)). `gather`: whether that form reads the input where it
-    lies (NCHW planes of H * W consecutive bytes, or (N, H, W, C) pixels, see `_nhwc_pixels`)
-    instead of a transformed copy: None, where it expects that to be faster; True, wherever the
-    layout allows; False, never. `split`: that form's K splits (None: as planned; more than its
-    32-channel chunks: the tap-by-tap GEMM). `shared_pads`: whether that form, reading the input
-    where it lies, numbers its virtual pixels with the pads shared by neighbouring rows and images
-    (see `_virtual_grid`): None, where its model expects that to be faster. `tune`: with a
-    `filter_cache` and nothing forced, the shifted-window GEMM's plans are timed on the first call
-    of each shape and the fastest kept (see `_tuned`)."""
+    """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
+    the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
+    than the image takes mma.sync). `filter_cache`: where a filter that stays the same from call
+    to call (a registered operator's constant) keeps its prepared form. `shift`: whether the
+    wgmma GEMM may take its shifted-window form where the shape allows (a tuple forces that
+    form's (warpgroups along M, along N, pixels per warpgroup)). `gather`: whether that form
+    reads the input where it lies (NCHW planes of H * W consecutive bytes, or (N, H, W, C)
+    pixels, see `_nhwc_pixels`) instead of a transformed copy: None, where it expects that to be
+    faster; True, wherever the layout allows; False, never. `split`: that form's K splits (None:
+    as planned; more than its 32-channel chunks: the tap-by-tap GEMM). `shared_pads`: whether
+    that form, reading the input where it lies, numbers its virtual pixels with the pads shared
+    by neighbouring rows and images (see `_virtual_grid`): None, where its model expects that to
+    be faster. `tune`: with a `filter_cache` and nothing forced, the shifted-window GEMM's plans
+    are timed on the first call of each shape and the fastest kept (see `_tuned`)."""
     import cupy
 
     key = (
@@ -611,6 +611,10 @@ def _plan(
         if shifted
         else None
     )
+    # the input already lies as the transformed input would (no frame, (N, H, W, C) packed)
+    lies_transformed = (hpad, wpad) == (h, wd) and _nhwc_channels(
+        x_shape, x_strides, q.cg, alignment
+    )
     pixel_stride = _nhwc_pixels(x_shape, x_strides, q.cg, alignment)
     planes_in_place = contiguous_planes(x_shape, x_strides)
     if shifted and gather is not False and (planes_in_place or pixel_stride is not None):
@@ -637,7 +641,7 @@ def _plan(
         # expects to be faster, the transform pass (the input read, its copy written) counted
         # where there is one (not for (N, H, W, C) pixels that need no frame)
         transform = (n * h * wd * q.c + n * hpad * wpad * slots) / _DRAM_BYTES_PER_CLOCK
-        if (hpad, wpad) == (h, wd) and _nhwc_channels(x_shape, x_strides, q.cg, alignment):
+        if lies_transformed:
             transform = 0.0
         if resident is not None and (
             gather or staged is None or resident[4] <= staged[4] + transform
@@ -652,7 +656,7 @@ def _plan(
     prep_x = None
     prep_args: tuple[Any, ...] = ()
     vec = 0
-    if (hpad, wpad) != (h, wd) or not _nhwc_channels(x_shape, x_strides, q.cg, alignment):
+    if not lies_transformed:
         xn_shape = (n, hpad, wpad, slots)  # padded channels = z_x
         # 16-byte reads along each channel plane when it is contiguous and 16-byte aligned,
         # four 4-byte ones when it is 4-byte aligned, else byte gathers.
