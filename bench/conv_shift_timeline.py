@@ -39,6 +39,7 @@ import functools
 import importlib
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +118,14 @@ def _patched(source: str) -> str:
     return source
 
 
-def _instrument() -> tuple[list[tuple[str, Any]], Any]:
-    """Make the loader compile the stamped source; the shifted-window modules it builds are
-    appended to the returned list (expression, module). Also returned: what puts the loader
-    back."""
+def instrument(
+    patched: Callable[[str], str], kernel: str = "conv_int_wgmma_shift"
+) -> tuple[list[tuple[str, Any]], Any]:
+    """Make the loader compile `SOURCE` as `patched` rewrites it; the modules it builds of
+    `kernel` are appended to the returned list (expression, module). Also returned: what puts
+    the loader back."""
     original, original_function = _loader._source, _loader._function
-    stamped = _patched(original(SOURCE))
+    stamped = patched(original(SOURCE))
     modules: list[tuple[str, Any]] = []
 
     def source(name: str) -> str:
@@ -136,7 +139,7 @@ def _instrument() -> tuple[list[tuple[str, Any]], Any]:
             name_expressions=[expression],
         )
         module.compile()
-        if "conv_int_wgmma_shift" in expression:
+        if kernel in expression:
             modules.append((expression, module))
         return module.get_function(expression)
 
@@ -197,7 +200,7 @@ def layer(
 def _timed_and_stamped(case: Any, call: Any) -> str:
     """The row of `call`: timed with the kernels as they are, then run once stamped."""
     us = bench.time_ms(call, 10, 7, 3) * 1e3
-    modules, restore = _instrument()
+    modules, restore = instrument(_patched)
     try:
         call(0)
         return _stamped(case, call, us, modules)
