@@ -213,13 +213,17 @@ def layer(case: Any, batch: int, complete: bool) -> str:
     ctas = batch * plan.runs
     s, p = s[:ctas], p[:ctas]
     released = s[:, 1].min()
-    landed = int((s[:, 3] == 1).sum())
+    landed = (
+        f"in before the image in {int((s[:, 3] == 1).sum())} of {ctas} CTAs"
+        if (s[:, 3] > 0).any()
+        else "not kept (copied after the release)"
+    )
     lines = [
-        f"{case.name}, batch {batch}: {ctas} CTAs, up to {plan.run} chunks of 64 channels a CTA; "
+        f"{case.name}, batch {batch}: {ctas} CTAs, up to {plan.run} chunk(s) of 64 channels a CTA; "
         f"plain {plain_us:.1f} µs a call, stamped {stamped_us:.1f} (the fastest of {CHAINS} "
         f"chains of {CALLS}); released {(released - p.max()) / 1e3:.2f} µs after the call "
-        f"before's last end; the first filter block in before the image in {landed} of {ctas} "
-        f"CTAs; output {'equal to' if same else 'DIFFERS from'} the plain call's",
+        f"before's last end; the first filter block {landed}; output "
+        f"{'equal to' if same else 'DIFFERS from'} the plain call's",
         "",
         "| stamp | CTAs | median µs | earliest | latest |",
         "|---|---|---|---|---|",

@@ -100,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     __syncthreads();
     if (wg == 0) {
         if (tid >= 32) {  // warps 1-3: the epilogue's biases, while the MMAs run
-            for (int q = tid - 32; q < M * 9 && q < 128 * 9; q += 96) bias_rows[q] = biases[q];
+            for (int q = tid - 32; q < 128 * 9; q += 96) bias_rows[q] = biases[q];
             asm volatile("bar.arrive 1, 352;" ::: "memory");
         }
         if (tid == 0) {
@@ -209,6 +209,10 @@ def run(batch: int, stages: int) -> str:
     stored = bench.stored_channels_last(xs)  # NCHW views of (N, H, W, C) bytes
     n, c, h, wd = stored[0].shape
     m = w.shape[0]
+    if (m, c, wd) != (128, 128, 28):  # the kernel's tile and epilogue are this layer's
+        raise ValueError(
+            f"the prototype runs 128 -> 128 channels on 28-wide images, not {m, c, wd}"
+        )
     module = cupy.RawModule(
         code=SOURCE,
         options=("-std=c++17", "-arch=sm_90a", f"-I{CUDA_DIR}", f"-DDML_STAGES={stages}"),
@@ -266,7 +270,9 @@ def run(batch: int, stages: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, nargs="+", default=[32])
-    parser.add_argument("--stages", type=int, default=4, help="the ring's stages (1-4)")
+    parser.add_argument(
+        "--stages", type=int, default=4, choices=range(2, 6), help="the ring's stages (2-5)"
+    )
     args = parser.parse_args()
     print(
         f"{LAYER}, input stored (N, H, W, C)\n\n| batch | stages | prototype µs "
