@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -158,25 +159,14 @@ def _chain(call: Any) -> float:
     """Milliseconds per call of `CALLS` calls queued behind a GPU-side wait long enough for the
     host to queue them all (so that each starts as the one before it drains), the inputs
     rotated as the benchmark's calls take them: the fastest of `CHAINS` chains."""
-    spin = common.launch("timing.cu", "spin", grid=(1, 1, 1), block=(1, 1, 1))
-    stream = cupy.cuda.get_current_stream()
-    best = float("inf")
-    for _ in range(CHAINS):
-        spin(np.int64(SPIN_CLOCKS))
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        for i in range(CALLS):
-            call(1 + i)
-        end.record(stream)
-        end.synchronize()
-        best = min(best, float(cupy.cuda.get_elapsed_time(start, end)) / CALLS)
-    return best
+    order = itertools.count(1)
+    return common.gpu_ms(lambda: call(next(order)), CALLS, CHAINS, lead_clocks=SPIN_CLOCKS)
 
 
-def _plan(case: Any, batch: int) -> Any:
-    """The pointwise plan the planner runs `case` with, or None where it runs no pointwise
-    kernel."""
-    xs, w, zw, geo = bench.case_inputs(case, batch)
+def _plan(case: Any, inputs: tuple[Any, ...]) -> Any:
+    """The pointwise plan the planner runs `case` with on `inputs` (`bench.case_inputs`'s), or
+    None where it runs no pointwise kernel."""
+    xs, w, zw, geo = inputs
     ran: list[Any] = []
     conv.convolution_integer(xs[0], w, 128, zw, *geo, case.groups, ran=ran)
     return ran[0] if isinstance(ran[0], conv.PointwisePlan) else None
@@ -184,12 +174,13 @@ def _plan(case: Any, batch: int) -> Any:
 
 def layer(case: Any, batch: int, complete: bool) -> str:
     """The report of one layer: its plain and stamped times, then the stamps' table."""
-    plan = _plan(case, batch)
+    inputs = bench.case_inputs(case, batch)
+    plan = _plan(case, inputs)
     if plan is None or plan.form != "wgmma":
         return f"{case.name}, batch {batch}: not the warpgroup-MMA form\n"
     if batch * plan.runs > CTAS:
         return f"{case.name}, batch {batch}: {batch * plan.runs} CTAs, more than {CTAS} stamped\n"
-    xs, w, zw, geo = bench.case_inputs(case, batch)
+    xs, w, zw, geo = inputs
     kept: dict[Any, Any] = {}
 
     def call(i: int) -> Any:
