@@ -45,6 +45,9 @@ __all__ = [
     "index_type",
     "launch",
     "launch_dependent",
+    "launch_packed",
+    "TensorMap",
+    "tensor_map",
     "opaque",
     "param_struct",
     "plan_cache",
@@ -348,19 +351,26 @@ def max_active_clusters(launch: Launch) -> int:
     return count.value if status == 0 else 0
 
 
+def _argument_bytes(arg: Any) -> bytes:
+    """A kernel argument's bytes: a CuPy array (a pointer parameter) as its device address, a
+    NumPy integer scalar or a `TensorMap` as itself. Anything else is refused: its size and
+    alignment would be a guess."""
+    if isinstance(arg, TensorMap):
+        return bytes(arg)
+    if isinstance(arg, np.integer):
+        return arg.tobytes()
+    if isinstance(getattr(getattr(arg, "data", None), "ptr", None), int):  # a CuPy array
+        return struct.pack("<Q", arg.data.ptr)
+    raise TypeError(f"not a kernel argument this packing knows: {type(arg).__name__}")
+
+
 def packed_arguments(args: Sequence[Any], start: int = 0) -> bytes:
-    """Kernel arguments as the driver lays out a kernel's parameters: each at its natural
-    alignment, CuPy arrays (pointer parameters) as their device addresses, NumPy integer
-    scalars as their bytes; `start`: the offset of the first among the parameters. Anything
-    else is refused: its size and alignment would be a guess."""
+    """Kernel arguments (see `_argument_bytes`; no `TensorMap`) as the driver lays out a
+    kernel's parameters, each at its natural alignment; `start`: the offset of the first among
+    the parameters."""
     packed = bytearray()
     for arg in args:
-        if isinstance(arg, np.integer):
-            value = arg.tobytes()
-        elif isinstance(getattr(getattr(arg, "data", None), "ptr", None), int):  # a CuPy array
-            value = struct.pack("<Q", arg.data.ptr)
-        else:
-            raise TypeError(f"not a kernel argument this packing knows: {type(arg).__name__}")
+        value = _argument_bytes(arg)
         packed += bytes(-(start + len(packed)) % len(value)) + value
     return bytes(packed)
 
@@ -397,22 +407,129 @@ class DependentLaunch:
         the kernel object or the launch does not allow it: the caller launches as usual."""
         import cupy
 
-        launch_ex = _launch_kernel_ex()
-        if launch_ex is None or self._function is None:
+        if _launch_kernel_ex() is None or self._function is None:
             return False
-        packed = self.arguments(*arrays)
-        buffer = ctypes.create_string_buffer(packed, len(packed))
-        size = ctypes.c_size_t(len(packed))
-        # CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END
-        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
-        config = _LaunchConfig(
-            self._grid, self._block, self._shared_mem, cupy.cuda.get_current_stream().ptr,
-            ctypes.pointer(self._attribute), 1,
-        )  # fmt: skip
         # A launch the driver refuses queued nothing: the caller's own launch then runs it (and
         # reports any error that is not about the attribute).
-        status: int = launch_ex(ctypes.byref(config), int(self._function.ptr), None, extra)
+        status = _launch_buffer(
+            self._function, self._grid, self._block, self._shared_mem,
+            self.arguments(*arrays), cupy.cuda.get_current_stream().ptr, self._attribute,
+        )  # fmt: skip
         return status == 0
+
+
+def _launch_buffer(
+    function: Any,
+    grid: Any,
+    block: Any,
+    shared_mem: int,
+    packed: bytes,
+    stream: int,
+    attribute: _LaunchAttribute | None,
+) -> int:
+    """``cuLaunchKernelEx`` of `function` on the parameter buffer `packed` with at most one
+    launch attribute; the driver's status."""
+    buffer = ctypes.create_string_buffer(packed, len(packed))
+    size = ctypes.c_size_t(len(packed))
+    # CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END
+    extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+    return _launch_ex(function, grid, block, shared_mem, stream, attribute, None, extra)
+
+
+def _launch_ex(
+    function: Any,
+    grid: Any,
+    block: Any,
+    shared_mem: int,
+    stream: int,
+    attribute: _LaunchAttribute | None,
+    params: Any,
+    extra: Any,
+) -> int:
+    attrs = ctypes.pointer(attribute) if attribute is not None else None
+    config = _LaunchConfig(grid, block, shared_mem, stream, attrs, int(attribute is not None))
+    status: int = _launch_kernel_ex()(ctypes.byref(config), int(function.ptr), params, extra)
+    return status
+
+
+def launch_packed(launch: Launch, args: Sequence[Any], dependent: bool) -> None:
+    """Launch `launch`'s kernel on `args` (see `_argument_bytes`; `TensorMap`s among them, which
+    CuPy's kernel call cannot pass) on the current stream through ``cuLaunchKernelEx``, each
+    argument handed to the driver by its address (it lays them out: a parameter aligned on 64
+    bytes may move the others), as a programmatic dependent of the grid ahead of it where
+    `dependent` (see `DependentLaunch`) and the driver allows it. Raises where the driver has
+    no ``cuLaunchKernelEx`` (before CUDA 12) or refuses the launch."""
+    import cupy
+
+    function = getattr(launch.kernel, "kernel", None)  # cupy.RawKernel's Function
+    if _launch_kernel_ex() is None or function is None:
+        raise RuntimeError("this launch needs the driver's cuLaunchKernelEx (CUDA 12 or later)")
+    grid = (ctypes.c_uint * 3)(*launch.grid)
+    block = (ctypes.c_uint * 3)(*launch.block)
+    values = [ctypes.create_string_buffer(_argument_bytes(arg)) for arg in args]
+    params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
+    stream = cupy.cuda.get_current_stream().ptr
+    attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    status = _launch_ex(function, grid, block, launch.shared_mem, stream,
+                        attribute if dependent else None, params, None)  # fmt: skip
+    if status and dependent:  # the attribute refused: as usual
+        status = _launch_ex(function, grid, block, launch.shared_mem, stream, None, params, None)
+    if status:
+        raise RuntimeError(f"cuLaunchKernelEx returned {status}")
+
+
+class TensorMap(bytes):
+    """cuda.h's ``CUtensorMap``: a tiled copy's 128 opaque bytes (a kernel's
+    ``__grid_constant__`` parameter, 64-byte aligned), made by `tensor_map`."""
+
+    ALIGNMENT = 64
+
+
+# cuda.h: CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_INTERLEAVE_NONE, the swizzle modes by
+# their span in bytes, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
+# (elements outside the tensor read as 0).
+_MAP_UINT8, _MAP_NO_INTERLEAVE, _MAP_L2_128B, _MAP_ZERO_FILL = 0, 0, 2, 0
+_MAP_SWIZZLE = {32: 1, 64: 2, 128: 3}
+
+
+@functools.cache
+def _encode_tiled() -> Any:
+    """The driver's ``cuTensorMapEncodeTiled``, or None."""
+    u32, u64 = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+    return _driver_function("cuTensorMapEncodeTiled", ctypes.c_void_p, ctypes.c_int,
+                            ctypes.c_uint32, ctypes.c_void_p, u64, u64, u32, u32, ctypes.c_int,
+                            ctypes.c_int, ctypes.c_int, ctypes.c_int)  # fmt: skip
+
+
+def tensor_map(
+    address: int,
+    dims: Sequence[int],
+    strides: Sequence[int],
+    box: Sequence[int],
+    element_strides: Sequence[int],
+    swizzle: int,
+) -> TensorMap:
+    """The tiled copy descriptor of a byte tensor at `address`: `dims` innermost first, the
+    outer dimensions' `strides` in bytes (multiples of 16), the copied `box` and its
+    `element_strides`, rows of the box swizzled over `swizzle` bytes (its innermost extent);
+    elements outside the tensor are copied as 0. Raises where the driver refuses it."""
+    encode = _encode_tiled()
+    if encode is None:
+        raise RuntimeError("this copy needs the driver's cuTensorMapEncodeTiled (CUDA 12)")
+    out = (ctypes.c_uint64 * 16)()
+    rank = len(dims)
+    status = encode(
+        ctypes.byref(out), _MAP_UINT8, rank, ctypes.c_void_p(address),
+        (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * (rank - 1))(*strides),
+        (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*element_strides),
+        _MAP_NO_INTERLEAVE, _MAP_SWIZZLE[swizzle], _MAP_L2_128B, _MAP_ZERO_FILL,
+    )  # fmt: skip
+    if status:
+        raise RuntimeError(
+            f"cuTensorMapEncodeTiled returned {status} (dims {list(dims)}, strides "
+            f"{list(strides)}, box {list(box)}, element strides {list(element_strides)})"
+        )
+    return TensorMap(bytes(out))
 
 
 # Dependent launches kept for recent kernels, arguments and devices (packing the arguments

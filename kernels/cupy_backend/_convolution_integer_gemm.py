@@ -27,6 +27,7 @@ from ._common import (
     plane_alignment,
     sm_count,
 )
+from ._convolution_integer_tma import TmaPlan, TmaTile, tma_plan, tma_tiles
 
 if TYPE_CHECKING:
     from .convolution_integer import _Problem
@@ -44,7 +45,8 @@ __all__ = [
 
 # "wgmma_shift_gather": the shifted-window GEMM reading the input where it lies (NCHW planes
 # or (N, H, W, C) pixels)
-Kernel = Literal["wgmma", "wgmma_shift", "wgmma_shift_gather", "mma_sync"]
+# "wgmma_tma": the 3x3 kernel fed by the copy engine (`_convolution_integer_tma`)
+Kernel = Literal["wgmma", "wgmma_shift", "wgmma_shift_gather", "wgmma_tma", "mma_sync"]
 # the shifted-window GEMM, reading a transformed input or the input where it lies
 _SHIFT_KERNELS = ("wgmma_shift", "wgmma_shift_gather")
 
@@ -413,6 +415,7 @@ def tensor_core(
     split: int | None = None,
     shared_pads: bool | None = None,
     tune: bool = True,
+    tma: TmaTile | None = None,
 ) -> Kernel:
     """Prepare the filter and (unless it already lies as (N, H, W, G*Cgp)) the input, then run
     the GEMM into ``out`` (N, M, OH, OW) int32; says which GEMM ran (a padded input far larger
@@ -427,7 +430,9 @@ def tensor_core(
     that form, reading the input where it lies, numbers its virtual pixels with the pads shared
     by neighbouring rows and images (see `_virtual_grid`): None, where its model expects that to
     be faster. `tune`: with a `filter_cache` and nothing forced, the shifted-window GEMM's plans
-    are timed on the first call of each shape and the fastest kept (see `_tuned`)."""
+    and the TMA-fed kernel's tiles are timed on the first call of each shape and the fastest
+    kept (see `_tuned`). `tma`: the TMA-fed kernel runs with this tile (ValueError where it
+    does not take the shape or the tile does not fit; needs `kernel` "wgmma")."""
     import cupy
 
     key = (
@@ -441,20 +446,27 @@ def tensor_core(
         next(a for a in (16, 4, 1) if x.data.ptr % a == 0),
         kernel,
     )
-    plan = _plan(*key, tile, shift, gather, split, shared_pads)
+    if tma is not None:
+        if kernel != "wgmma":
+            raise ValueError("the TMA-fed kernel needs a GPU of compute capability 9.0")
+        forced = _tma_plan(key, tma)
+        _run(forced, x, w, out, q, filter_cache)
+        return forced.kernel  # type: ignore[return-value]
+    planned = _plan(*key, tile, shift, gather, split, shared_pads)
+    plan: _GemmPlan | TmaPlan = planned
     if (
         tune
         and filter_cache is not None
         and (tile, shift, gather, split, shared_pads) == (None, True, None, None, None)
-        and plan.kernel in _SHIFT_KERNELS
+        and planned.kernel in _SHIFT_KERNELS
     ):
-        plan = _tuned(key, plan, filter_cache, lambda p: _plan_ms(p, x, w, out, q, filter_cache))
+        plan = _tuned(key, planned, filter_cache, lambda p: _plan_ms(p, x, w, out, q, filter_cache))
     _run(plan, x, w, out, q, filter_cache)
-    return plan.kernel
+    return plan.kernel  # type: ignore[return-value]
 
 
 def _run(
-    plan: _GemmPlan,
+    plan: _GemmPlan | TmaPlan,
     x: Any,
     w: Any,
     out: Any,
@@ -464,6 +476,9 @@ def _run(
     """One call of `plan`: the preparations it needs, then its GEMM into ``out``."""
     import cupy
 
+    if isinstance(plan, TmaPlan):
+        plan.run(x, w, out, q.w_zp, filter_cache)
+        return
     if plan.zero_out:  # first: the GEMM may start under the launch just before it
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream)
@@ -482,16 +497,16 @@ def _run(
 
 
 # A kept choice: the forced (tile, input read in place, K splits, pads shared) of `_plan` (tile
-# False: the tap-by-tap GEMM); None: the model's.
-_Choice = tuple[tuple[int, int, int] | bool, bool | None, int | None, bool | None] | None
+# False: the tap-by-tap GEMM), or the TMA-fed kernel's tile; None: the model's.
+_Choice = tuple[tuple[int, int, int] | bool, bool | None, int | None, bool | None] | TmaTile | None
 
 
 def _tuned(
     key: tuple[Any, ...],
     planned: _GemmPlan,
     cache: MutableMapping[Hashable, Any],
-    time_ms: Callable[[_GemmPlan], float],
-) -> _GemmPlan:
+    time_ms: Callable[[_GemmPlan | TmaPlan], float],
+) -> _GemmPlan | TmaPlan:
     """The plan a registered operator keeps for the shape of `key` (`key` less the input's
     zero point, the last of its geometry): on its first call with the shape, the
     shifted-window GEMM's plans for it (`_shift_candidates`) are run and timed by `time_ms`
@@ -514,13 +529,22 @@ def _tuned(
         )  # fmt: skip
         tuned.setdefault(shape, choice)
     kept: _Choice = tuned[shape]
+    if isinstance(kept, TmaTile):
+        return _tma_plan(key, kept)
     return planned if kept is None else _plan(*key, None, *kept)
+
+
+def _tma_plan(key: tuple[Any, ...], tile: TmaTile) -> TmaPlan:
+    """The TMA-fed kernel's plan of `tile` for `key` (see `tensor_core`)."""
+    device, geometry, zw, x_shape, x_strides, x_dtype, w_dtype = key[:7]
+    return tma_plan(geometry, zw, x_shape, x_strides, x_dtype, w_dtype, tile, device)
 
 
 def _shift_candidates(
     key: tuple[Any, ...], planned: _GemmPlan
-) -> Iterator[tuple[_Choice, _GemmPlan]]:
-    """`planned` (choice None) and, made one at a time, every other plan of the shifted-window
+) -> Iterator[tuple[_Choice, _GemmPlan | TmaPlan]]:
+    """`planned` (choice None), the TMA-fed kernel's tiles for the shape (where it takes it:
+    `tma_tiles`, best first) and, made one at a time, every other plan of the shifted-window
     GEMM for `key` with its choice: each of its tiles, reading the input where it lies (where
     the planes allow) or transformed, with K unsplit or split over 2 to `_SHIFT_MAX_SPLITS` CTAs
     (at most one per channel chunk), where the tile's stages fit shared memory, the input read
@@ -530,6 +554,9 @@ def _shift_candidates(
     seen = [planned]
     yield None, planned
     q = _Problem.from_geometry(key[1])
+    if key[-1] == "wgmma":
+        for tile in tma_tiles(q, key[3], key[4], key[0]):
+            yield tile, _tma_plan(key, tile)
     if (q.sh, q.sw) != (1, 1):
         tap_by_tap = (False, None, None, None)
         plan = _plan(*key, None, *tap_by_tap)
@@ -548,7 +575,7 @@ def _shift_candidates(
 
 
 def _plan_ms(
-    plan: _GemmPlan,
+    plan: _GemmPlan | TmaPlan,
     x: Any,
     w: Any,
     out: Any,

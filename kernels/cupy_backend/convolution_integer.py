@@ -28,8 +28,16 @@ from ._convolution_integer_depthwise import DepthwisePlan, depthwise, depthwise_
 from ._convolution_integer_gemm import gemm_kernel, tensor_core
 from ._convolution_integer_grouped import GroupedPlan, grouped, grouped_plan
 from ._convolution_integer_pointwise import PointwisePlan, pointwise, pointwise_plan
+from ._convolution_integer_tma import TmaTile
 
-__all__ = ["GroupedPlan", "Options", "PointwisePlan", "TiledPlan", "convolution_integer"]
+__all__ = [
+    "GroupedPlan",
+    "Options",
+    "PointwisePlan",
+    "TiledPlan",
+    "TmaTile",
+    "convolution_integer",
+]
 
 _DIRECT_SOURCE = "convolution_integer_direct.cu"  # CUDA-core paths
 # Below this many channels per group the 16-byte channel padding wastes more than the tensor
@@ -83,8 +91,12 @@ class Options:
     # padded by one, not 9 x 9): None, where its model expects that to be faster
     shared_pads: bool | None = None
     # a constant filter's calls (`filter_cache` given), nothing above forced: the shifted-window
-    # GEMM's plans are timed on the first call of each shape and the fastest kept
+    # GEMM's plans and the TMA-fed kernel's tiles are timed on the first call of each shape and
+    # the fastest kept
     tune: bool = True
+    # the TMA-fed 3x3 kernel with this tile (`_convolution_integer_tma`); ValueError where it
+    # does not take the shape or the tile does not fit it
+    tma: TmaTile | None = None
 
 
 _DEFAULT_OPTIONS = Options()
@@ -276,7 +288,9 @@ def convolution_integer(
         )
         plan = band = point = group = None
         # A forced GEMM or tile keeps the GEMM (tests and benchmarks compare them).
-        forced = options.tile is not None or options.tensor_cores != "auto"
+        forced = (
+            options.tile is not None or options.tensor_cores != "auto" or options.tma is not None
+        )
         if options.path == "auto" and options.pointwise and not forced:
             point = pointwise_plan(x, q, options.pointwise_form, options.pointwise_run)
         if options.path == "auto" and options.grouped and not forced and point is None:
@@ -297,7 +311,7 @@ def convolution_integer(
             kernel = gemm_kernel(options.tensor_cores)
             what = tensor_core(
                 x, w, out, q, kernel, options.tile, filter_cache, options.shifted,
-                options.gather, options.split_k, options.shared_pads, options.tune,
+                options.gather, options.split_k, options.shared_pads, options.tune, options.tma,
             )  # fmt: skip
         elif band is not None:
             depthwise(x, w, out, q, band)

@@ -130,3 +130,21 @@ def chained_calls(call: Callable[[Any], Any], first: Any, calls: int = 8) -> lis
             cupy.cuda.Device().synchronize()
             spin(np.int64(30_000_000))
     return pairs
+
+
+def channels_last(spare: int = 0, offset: int = 0, junk: int = 0x5A) -> Callable[[Any], Any]:
+    """A view that stores (N, C, H, W) as (N, H, W, C + spare) from `offset` bytes into its
+    allocation, the spare channels (and the bytes before) holding `junk`: any read of them
+    changes the sums."""
+
+    def view(a: Any) -> Any:
+        import cupy
+
+        n, c, h, wd = a.shape
+        size = n * h * wd * (c + spare)
+        store = cupy.full(offset + size, junk, a.dtype)
+        pixels = store[offset:].reshape(n, h, wd, c + spare)
+        pixels[..., :c] = a.transpose(0, 2, 3, 1)
+        return pixels[..., :c].transpose(0, 3, 1, 2)
+
+    return view

@@ -17,6 +17,7 @@ import pytest
 from ._conv_support import (
     PAIRS,
     chained_calls,
+    channels_last,
     check,
     dependent_launches,
     random_int8,
@@ -382,24 +383,6 @@ def test_gathered_rows_wider_than_the_threads(
     assert what == _expected(gathered=True)
 
 
-def _channels_last(spare: int = 0, offset: int = 0, junk: int = 0x5A) -> Callable[[Any], Any]:
-    """A view that stores (N, C, H, W) as (N, H, W, C + spare) from `offset` bytes into its
-    allocation, the spare channels (and the bytes before) holding `junk`: any read of them
-    changes the sums."""
-
-    def view(a: Any) -> Any:
-        import cupy
-
-        n, c, h, wd = a.shape
-        size = n * h * wd * (c + spare)
-        store = cupy.full(offset + size, junk, a.dtype)
-        pixels = store[offset:].reshape(n, h, wd, c + spare)
-        pixels[..., :c] = a.transpose(0, 2, 3, 1)
-        return pixels[..., :c].transpose(0, 3, 1, 2)
-
-    return view
-
-
 def _gather_modes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """A list that gets, for each shifted-window GEMM planned from now on, its gather mode (the
     kernel's GI, its template argument after WT, XT, WM, WN, BN, stages, ZW and taps: 0 a
@@ -436,7 +419,7 @@ def test_channels_last_input(
     zw = zero_points(rng, zp_mode, np.int8, 48)
     geometry = ((1, 1), (1, 1), (pad, pad), (pad, pad), 1)
     options = _options(gather=gather)
-    what = check(x, w, 3, zw, *geometry, view=_channels_last(), options=options)
+    what = check(x, w, 3, zw, *geometry, view=channels_last(), options=options)
     if gather is None:
         assert what in (_expected(gathered=True), _expected())
         if pad == 1:
@@ -493,7 +476,7 @@ def test_channels_last_read_where_it_lies(
     options = _options(gather=True, shared=shared if strides == (1, 1) else None)
     for zw in (np.zeros(m, np.int32), rng.integers(-128, 128, m).astype(np.int32)):
         zx = random_zero_point(rng, np.uint8)
-        what = check(x, w, zx, zw, *geometry, view=_channels_last(spare), options=options)
+        what = check(x, w, zx, zw, *geometry, view=channels_last(spare), options=options)
         assert what == _expected(gathered=True)
     if _expected() == "wgmma_shift":
         assert set(modes) - {0} == {1}  # (the planner also plans the transformed input)
@@ -513,7 +496,7 @@ def test_channels_last_every_tile(
     zw = zero_points(rng, "channel", wt, 72)
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
     zx = random_zero_point(rng, xt)
-    what = check(x, w, zx, zw, *geometry, view=_channels_last(16), options=_options(tile))
+    what = check(x, w, zx, zw, *geometry, view=channels_last(16), options=_options(tile))
     assert what == _expected(gathered=True)
     if _expected() == "wgmma_shift":
         assert set(modes) - {0} == {1}  # (the planner also plans the transformed input)
@@ -534,7 +517,7 @@ def test_channels_last_split_k(
         shifted=tile, gather=True, split_k=split, shared_pads=True
     )
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
-    what = check(x, w, -9, zw, *geometry, view=_channels_last(32), options=options)
+    what = check(x, w, -9, zw, *geometry, view=channels_last(32), options=options)
     assert what == _expected(gathered=True)
     if _expected() == "wgmma_shift":
         assert [p.zero_out for p in plans] == [tile[2] > 128]
@@ -578,7 +561,7 @@ def test_channels_last_gathered_in_sets(
     try:
         if call == "registered":
             want = reference.convolution_integer(x, w, 77, zw, *geometry)
-            xd = _channels_last(16)(cupy.asarray(x))
+            xd = channels_last(16)(cupy.asarray(x))
             cache: dict[Any, Any] = {}
             for _ in range(2):
                 ran: list[Any] = []
@@ -588,7 +571,7 @@ def test_channels_last_gathered_in_sets(
                 np.testing.assert_array_equal(cupy.asnumpy(got), want)
                 assert ran == [_expected(gathered=True)]
         else:
-            what = check(x, w, 77, zw, *geometry, view=_channels_last(16), options=options)
+            what = check(x, w, 77, zw, *geometry, view=channels_last(16), options=options)
             assert what == _expected(gathered=True)
     finally:
         gemm._plan.cache_clear()
@@ -613,7 +596,7 @@ def test_channels_last_off_16_bytes_is_transformed(
     w = random_int8(rng, (40, 64, 3, 3), np.int8)
     zw = zero_points(rng, "channel", np.int8, 40)
     geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
-    view = _channels_last(spare, offset)
+    view = channels_last(spare, offset)
     what = check(x, w, 77, zw, *geometry, view=view, options=_options(gather=True))
     assert what == _expected()
     if _expected() == "wgmma_shift":

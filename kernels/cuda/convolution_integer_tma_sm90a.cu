@@ -1,0 +1,402 @@
+// CONVOLUTION_INTEGER's 3x3 layers on Hopper's copy engine and warpgroup MMA (PTX for sm_90a
+// only): an implicit GEMM whose operands never pass through registers.
+//
+// Input stored (N, H, W, C) (any 16-byte multiple strides), C a multiple of 64; filter 3 x 3,
+// dilation 1, one group, stride 1 or 2 (the same both ways), start pads of 0 or 1 where only
+// the first and last output rows and columns have taps outside the image. One CTA forms 64 WM
+// output channels x one tile of pixels: BI whole images, or BR output rows of one image (whole
+// rows). Its K is the taps (r, s) x chunks of CK channels, one ring stage each: the filter's
+// block (64 WM rows x CK bytes of the prepared filter, rows (r, s, c)) and the input's box of
+// the tile's pixels shifted by the tap (element strides = the conv strides; TMA writes 0 for
+// pixels outside the image), both CK-byte swizzled K-major tiles that wgmma reads as they land.
+//
+// Warp roles: warpgroup 0's thread 0 issues the copies; its warps 1-3 load the epilogue's table
+// and, where a filter zero point is not 0, sum each pixel's bytes over the stages as they land
+// (a whole swizzled row's sum is its bytes' in any order); the WM x WN consumer warpgroups each
+// multiply 64 channels x NP of the tile's pixels (WN = 2: the tile's first and second NP).
+//
+// With x0 the input with 0 outside the image, the MMAs sum x0 w; DirectML pads with z_x, so
+//   out = sum (x - z_x)(w - z_w) over the taps inside = sum x0 w - z_w S(p) + T[m][class(p)],
+// S(p) = sum x0 over the taps and channels, T = - z_x sum_inside w + z_x z_w C taps_inside: one
+// of nine values per channel by the pixel's class (first / inner / last row x column), made
+// with the prepared filter (convolution_integer's launcher), all modulo 2^32.
+
+#include "convolution_integer_sm90a.cu"
+
+namespace dml {
+namespace tma {
+
+// cuda.h's CUtensorMap: 128 opaque bytes, 64-byte aligned (a __grid_constant__ parameter).
+struct alignas(64) TensorMap {
+    unsigned long long words[16];
+};
+
+// K-major shared-memory descriptor of a CK-byte swizzled tile (CK = 128: mode 1, 8-row groups
+// 1024 bytes apart; CK = 64: mode 2, 512).
+template <int CK>
+__device__ __forceinline__ unsigned long long desc(unsigned addr) {
+    constexpr unsigned long long mode = CK == 128 ? 1ull : 2ull;
+    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
+           (static_cast<unsigned long long>(8 * CK >> 4) << 32) | (mode << 62);
+}
+
+__device__ __forceinline__ void load2d(unsigned dst, const TensorMap& map, int c0, int c1,
+                                       unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void load4d(unsigned dst, const TensorMap& map, int c0, int c1, int c2,
+                                       int c3, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+        "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void expect_bytes(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// wgmma m64nNk32 for N a multiple of 16 from 48 to 256: the N / 2 accumulators as "+r"
+// operands %0.., then the two descriptors and the scale-d flag.
+#define DML_TMA_B(a, b, c, d, e, f, g, h) "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
+#define DML_TMA_L1 DML_TMA_B(0, 1, 2, 3, 4, 5, 6, 7)
+#define DML_TMA_L2 DML_TMA_L1 ", " DML_TMA_B(8, 9, 10, 11, 12, 13, 14, 15)
+#define DML_TMA_L3 DML_TMA_L2 ", " DML_TMA_B(16, 17, 18, 19, 20, 21, 22, 23)
+#define DML_TMA_L4 DML_TMA_L3 ", " DML_TMA_B(24, 25, 26, 27, 28, 29, 30, 31)
+#define DML_TMA_L5 DML_TMA_L4 ", " DML_TMA_B(32, 33, 34, 35, 36, 37, 38, 39)
+#define DML_TMA_L6 DML_TMA_L5 ", " DML_TMA_B(40, 41, 42, 43, 44, 45, 46, 47)
+#define DML_TMA_L7 DML_TMA_L6 ", " DML_TMA_B(48, 49, 50, 51, 52, 53, 54, 55)
+#define DML_TMA_L8 DML_TMA_L7 ", " DML_TMA_B(56, 57, 58, 59, 60, 61, 62, 63)
+#define DML_TMA_L9 DML_TMA_L8 ", " DML_TMA_B(64, 65, 66, 67, 68, 69, 70, 71)
+#define DML_TMA_L10 DML_TMA_L9 ", " DML_TMA_B(72, 73, 74, 75, 76, 77, 78, 79)
+#define DML_TMA_L11 DML_TMA_L10 ", " DML_TMA_B(80, 81, 82, 83, 84, 85, 86, 87)
+#define DML_TMA_L12 DML_TMA_L11 ", " DML_TMA_B(88, 89, 90, 91, 92, 93, 94, 95)
+#define DML_TMA_L13 DML_TMA_L12 ", " DML_TMA_B(96, 97, 98, 99, 100, 101, 102, 103)
+#define DML_TMA_L14 DML_TMA_L13 ", " DML_TMA_B(104, 105, 106, 107, 108, 109, 110, 111)
+#define DML_TMA_L15 DML_TMA_L14 ", " DML_TMA_B(112, 113, 114, 115, 116, 117, 118, 119)
+#define DML_TMA_L16 DML_TMA_L15 ", " DML_TMA_B(120, 121, 122, 123, 124, 125, 126, 127)
+#define DML_TMA_O1 "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+#define DML_TMA_O(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), "+r"(d[i + 6]), "+r"(d[i + 7])
+#define DML_TMA_O2 DML_TMA_O1, DML_TMA_O(8)
+#define DML_TMA_O3 DML_TMA_O2, DML_TMA_O(16)
+#define DML_TMA_O4 DML_TMA_O3, DML_TMA_O(24)
+#define DML_TMA_O5 DML_TMA_O4, DML_TMA_O(32)
+#define DML_TMA_O6 DML_TMA_O5, DML_TMA_O(40)
+#define DML_TMA_O7 DML_TMA_O6, DML_TMA_O(48)
+#define DML_TMA_O8 DML_TMA_O7, DML_TMA_O(56)
+#define DML_TMA_O9 DML_TMA_O8, DML_TMA_O(64)
+#define DML_TMA_O10 DML_TMA_O9, DML_TMA_O(72)
+#define DML_TMA_O11 DML_TMA_O10, DML_TMA_O(80)
+#define DML_TMA_O12 DML_TMA_O11, DML_TMA_O(88)
+#define DML_TMA_O13 DML_TMA_O12, DML_TMA_O(96)
+#define DML_TMA_O14 DML_TMA_O13, DML_TMA_O(104)
+#define DML_TMA_O15 DML_TMA_O14, DML_TMA_O(112)
+#define DML_TMA_O16 DML_TMA_O15, DML_TMA_O(120)
+// BLOCKS = N / 16 blocks of 8 accumulators; DA, DB, SC: the operand numbers after them.
+#define DML_TMA_ASM(N, BLOCKS, DA, DB, SC, ATYPE, BTYPE)                                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SC ", 0;\n"                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.s32." ATYPE "." BTYPE " {"          \
+                 DML_TMA_L##BLOCKS "}, %" #DA ", %" #DB ", p;\n}\n"                              \
+                 : DML_TMA_O##BLOCKS                                                             \
+                 : "l"(da), "l"(db), "r"(scale))
+#define DML_TMA_CASE(N, BLOCKS, DA, DB, SC)                                   \
+    if constexpr (NP == N) {                                                  \
+        if constexpr (WS && XS) {                                             \
+            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "s8", "s8");                   \
+        } else if constexpr (WS) {                                            \
+            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "s8", "u8");                   \
+        } else if constexpr (XS) {                                            \
+            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "u8", "s8");                   \
+        } else {                                                              \
+            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "u8", "u8");                   \
+        }                                                                     \
+    }
+
+// d (64 x NP) += A (64 x 32 bytes, the filter) * B (NP x 32 bytes, the pixels)^T.
+template <int NP, bool WS, bool XS>
+__device__ __forceinline__ void mma(int (&d)[NP / 2], unsigned long long da,
+                                    unsigned long long db, int scale) {
+    static_assert(NP % 16 == 0 && NP >= 48 && NP <= 256, "wgmma N");
+    DML_TMA_CASE(48, 3, 24, 25, 26)
+    DML_TMA_CASE(64, 4, 32, 33, 34)
+    DML_TMA_CASE(80, 5, 40, 41, 42)
+    DML_TMA_CASE(96, 6, 48, 49, 50)
+    DML_TMA_CASE(112, 7, 56, 57, 58)
+    DML_TMA_CASE(128, 8, 64, 65, 66)
+    DML_TMA_CASE(144, 9, 72, 73, 74)
+    DML_TMA_CASE(160, 10, 80, 81, 82)
+    DML_TMA_CASE(176, 11, 88, 89, 90)
+    DML_TMA_CASE(192, 12, 96, 97, 98)
+    DML_TMA_CASE(208, 13, 104, 105, 106)
+    DML_TMA_CASE(224, 14, 112, 113, 114)
+    DML_TMA_CASE(240, 15, 120, 121, 122)
+    DML_TMA_CASE(256, 16, 128, 129, 130)
+}
+#undef DML_TMA_CASE
+#undef DML_TMA_ASM
+
+}  // namespace tma
+
+// Grid: tiles_m x tiles_p CTAs (M fastest: a tile's M blocks read the same input boxes at
+// about the same time), 128 (1 + WM WN) threads. Shared memory: STAGES stages of the filter
+// block and the input box on 1024 bytes; then the table's rows [BM][9], and per pixel of the
+// consumers' WN NP: its output offset in the tile, its class (-1: no output) and its sum; then,
+// where ZW, the channel sums of the tile's input pixels (region_h x region_w an image).
+// x: the input (for those sums), its pixel, row and image strides in bytes.
+template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW>
+__global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
+    conv_int_tma(const __grid_constant__ tma::TensorMap tmx,
+                 const __grid_constant__ tma::TensorMap tmw, const int* __restrict__ w_zp,
+                 const int* __restrict__ table, int* __restrict__ out,
+                 const unsigned char* __restrict__ x, long long xs_pixel, long long xs_row,
+                 long long xs_image, int N, int C, int H, int W, int M, int OH, int OW, int rows,
+                 int images, int tiles_m, int tiles_h, int chunks, int sh, int sw, int ph,
+                 int pw, int region_h, int region_w, int align) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();  // built for another target; the launcher sends work here on sm_90 only
+#elif defined(__CUDA_ARCH__)
+    constexpr bool WS = conv::is_signed_byte<WT>::value;
+    constexpr bool XS = conv::is_signed_byte<XT>::value;
+    constexpr int BM = 64 * WM;
+    // the box lands 8 rows into its block (a swizzle atom): a consumer may start reading up to
+    // 7 rows before it (`shift`)
+    constexpr int A_BYTES = BM * CK, B_BYTES = (WN * NP + 8) * CK, STAGE = A_BYTES + B_BYTES;
+    constexpr int CONSUMERS = 128 * WM * WN;
+    constexpr int HELPERS = 96;  // warpgroup 0's warps 1-3
+    constexpr int Q = WN * NP;   // the consumers' pixels
+    static_assert(CK == 64 || CK == 128, "CK");
+    static_assert(WM * WN == 2 || WM * WN == 1, "consumers");
+    extern __shared__ unsigned char smem_raw[];  // (aligned on 1024 below)
+    __shared__ __align__(8) unsigned long long bars[2 * STAGES];
+    const unsigned base = (conv::smem_addr(smem_raw) + 1023u) & ~1023u;
+    int* tbl = reinterpret_cast<int*>(smem_raw + (base - conv::smem_addr(smem_raw)) +
+                                      STAGES * STAGE);
+    int* rel = tbl + BM * 9;  // [Q]: output offset from the tile's first
+    int* psum = rel + Q;      // [Q]
+    int* csum = psum + Q;     // [images][region_h][region_w]
+    signed char* cls = reinterpret_cast<signed char*>(csum + (ZW ? images * region_h * region_w : 0));
+    const unsigned full = conv::smem_addr(bars), empty = full + 8 * STAGES;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int tm = blockIdx.x % tiles_m, tp = blockIdx.x / tiles_m;
+    const int m0 = tm * BM;
+    const int n0 = (tp / tiles_h) * images, oh0 = (tp % tiles_h) * rows;
+    const int pixels = images * rows * OW;  // the box's (some past the output: not stored)
+    const unsigned box_bytes = static_cast<unsigned>(pixels) * CK;
+    const int KT = 9 * chunks;
+    const long long plane = static_cast<long long>(OH) * OW;
+    // Consumer column c (of the WN NP) is the tile's pixel c - shift: where `align`, shift is
+    // the tile's first output offset modulo 8, so that each 8 columns (32 bytes of a channel's
+    // output) start on a 32-byte sector (the launcher sets `align` where every channel's plane
+    // is a multiple of 8 pixels and a tile's rows are not).
+    const int shift = align ? (oh0 * OW) & 7 : 0;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            tma::init(full + 8 * s, 1);          // the producer's arrival and the stage's bytes
+            tma::init(empty + 8 * s, WM * WN);  // one arrival a consumer warpgroup
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    // Stage kb: tap kb / chunks = (r, s), channels (kb % chunks) CK..; the filter's K is kb CK.
+    auto load_input = [&](int kb, unsigned stage) {
+        const int tap = kb / chunks, c = kb - tap * chunks;
+        const int r = tap / 3, s = tap - 3 * r;
+        tma::load4d(stage + A_BYTES + 8 * CK, tmx, c * CK, s - pw, oh0 * sh - ph + r, n0,
+                    full + 8 * (kb % STAGES));
+    };
+    if (wg == 0) {
+        if (tid == 0) {
+            // The filter is the registration's (written before the grid ahead began): its first
+            // blocks come in while that grid ends; the input, once it has.
+            const int first = KT < STAGES ? KT : STAGES;
+            for (int kb = 0; kb < first; ++kb) {
+                const unsigned stage = base + kb * STAGE;
+                tma::expect_bytes(full + 8 * kb, A_BYTES + box_bytes);
+                tma::load2d(stage, tmw, kb * CK, m0, full + 8 * kb);
+            }
+            conv::dependent_start();
+            for (int kb = 0; kb < first; ++kb) load_input(kb, base + kb * STAGE);
+            for (int kb = STAGES; kb < KT; ++kb) {
+                const int s = kb % STAGES;
+                dml::wg::bar_wait(empty + 8 * s, ((kb / STAGES) - 1) & 1);
+                const unsigned stage = base + s * STAGE;
+                tma::expect_bytes(full + 8 * s, A_BYTES + box_bytes);
+                tma::load2d(stage, tmw, kb * CK, m0, full + 8 * s);
+                load_input(kb, stage);
+            }
+        } else if (tid >= 32) {
+            // While the MMAs run: the table's rows, each pixel's output offset and class.
+            const int h = tid - 32;
+            for (int i = h; i < BM * 9; i += HELPERS) tbl[i] = table[m0 * 9 + i];
+            const int per_image = rows * OW;
+            for (int col = h; col < Q; col += HELPERS) {
+                const int q = col - shift < 0 ? 0 : col - shift;
+                const int img = q / per_image, row = (q - img * per_image) / OW;
+                const int ow = q - img * per_image - row * OW;
+                const int n = n0 + img, oh = oh0 + row;
+                const int rc = oh == 0 ? 0 : (oh == OH - 1 ? 2 : 1);
+                const int cc = ow == 0 ? 0 : (ow == OW - 1 ? 2 : 1);
+                const bool ok = col >= shift && q < pixels && n < N && oh < OH;
+                cls[col] = static_cast<signed char>(ok ? 3 * rc + cc : -1);
+                rel[col] = static_cast<int>(img * M * plane) + row * OW + ow;
+            }
+            conv::dependent_start();
+            if constexpr (ZW) {
+                // Each input pixel's channel sum, once (0 outside the image), 8 lanes a pixel;
+                // then each output pixel's sum over its window.
+                const int lane8 = h & 7, area = region_h * region_w, total = images * area;
+                constexpr int U = 8;  // pixels a group of 8 lanes has in flight
+                // (every lane of a warp takes each round: the shuffles need all 32)
+                for (int i0 = h >> 3; i0 - (h >> 3) < total; i0 += U * HELPERS / 8) {
+                    const unsigned char* px[U];
+                    int sum[U];
+#pragma unroll
+                    for (int u = 0; u < U; ++u) {
+                        const int i = i0 + u * HELPERS / 8;
+                        const int img = i / area, rr = (i - img * area) / region_w;
+                        const int ih = oh0 * sh - ph + rr;
+                        const int iw = i - img * area - rr * region_w - pw;
+                        const int n = n0 + img;
+                        const bool in =
+                            i < total && n < N && ih >= 0 && ih < H && iw >= 0 && iw < W;
+                        px[u] = in ? x + n * xs_image + ih * xs_row + iw * xs_pixel : nullptr;
+                        sum[u] = 0;
+                    }
+                    for (int v = lane8; v < C / 16; v += 8) {
+                        uint4 b[U];
+#pragma unroll
+                        for (int u = 0; u < U; ++u) {
+                            b[u] = px[u] ? *reinterpret_cast<const uint4*>(px[u] + 16 * v)
+                                         : make_uint4(0, 0, 0, 0);
+                        }
+#pragma unroll
+                        for (int u = 0; u < U; ++u) {
+                            sum[u] = conv::byte_sum<XS>(b[u].x, sum[u]);
+                            sum[u] = conv::byte_sum<XS>(b[u].y, sum[u]);
+                            sum[u] = conv::byte_sum<XS>(b[u].z, sum[u]);
+                            sum[u] = conv::byte_sum<XS>(b[u].w, sum[u]);
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < U; ++u) {
+#pragma unroll
+                        for (int o = 4; o > 0; o >>= 1) {
+                            sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], o);
+                        }
+                        const int i = i0 + u * HELPERS / 8;
+                        if (lane8 == 0 && i < total) csum[i] = sum[u];
+                    }
+                }
+                asm volatile("bar.sync 2, %0;" ::"n"(HELPERS) : "memory");
+                for (int col = h; col < Q; col += HELPERS) {
+                    const int q = col - shift < 0 ? 0 : col - shift;
+                    const int img = q / per_image, row = (q - img * per_image) / OW;
+                    const int ow = q - img * per_image - row * OW;
+                    int sum = 0;
+                    if (cls[col] >= 0) {
+                        const int* c0 = csum + (img * region_h + row * sh) * region_w + ow * sw;
+#pragma unroll
+                        for (int r = 0; r < 3; ++r) {
+#pragma unroll
+                            for (int s = 0; s < 3; ++s) sum += c0[r * region_w + s];
+                        }
+                    }
+                    psum[col] = sum;
+                }
+            }
+            asm volatile("bar.arrive 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");
+        }
+        return;
+    }
+    conv::dependent_start();
+    const int cw = wg - 1, wm = cw % WM, wn = cw / WM;
+    int acc[NP / 2];  // (the first MMA ignores its values: no instruction but wgmma writes them)
+    for (int kb = 0; kb < KT; ++kb) {
+        const int s = kb % STAGES;
+        dml::wg::bar_wait(full + 8 * s, (kb / STAGES) & 1);
+        dml::wg::fence();
+        const unsigned a = base + s * STAGE + wm * 64 * CK;
+        const unsigned b = base + s * STAGE + A_BYTES + (8 - shift + wn * NP) * CK;
+#pragma unroll
+        for (int j = 0; j < CK / 32; ++j) {
+            tma::mma<NP, WS, XS>(acc, tma::desc<CK>(a + 32 * j), tma::desc<CK>(b + 32 * j),
+                                 kb > 0 || j > 0);
+        }
+        dml::wg::commit();
+        dml::wg::wait<1>();  // the stage before is read: give it back
+        if (kb > 0 && (tid & 127) == 0) tma::arrive(empty + 8 * ((kb - 1) % STAGES));
+    }
+    dml::wg::wait<0>();
+    dml::wg::fence_operands(acc);
+
+    // acc[4 j + 2 h + e]: channel 16 warp + g + 8 h, pixel 8 j + 2 t + e of the warpgroup's NP.
+    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+    const int ml = wm * 64 + warp * 16 + g;  // the CTA's channel (and + 8)
+    asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");  // helpers' work in
+    unsigned zw[2];
+    bool live[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = m0 + ml + 8 * h;
+        live[h] = m < M;
+        zw[h] = ZW && live[h] ? static_cast<unsigned>(w_zp[m]) : 0u;
+    }
+    int* const tile_out = out + ((static_cast<long long>(n0) * M + m0 + ml) * plane + oh0 * OW);
+#pragma unroll
+    for (int j = 0; j < NP / 8; ++j) {
+        const int q = wn * NP + 8 * j + 2 * t;
+        const int2 r = *reinterpret_cast<const int2*>(rel + q);
+        const int c0 = cls[q], c1 = cls[q + 1];
+        int2 ps = make_int2(0, 0);
+        if constexpr (ZW) ps = *reinterpret_cast<const int2*>(psum + q);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (!live[h]) continue;
+            const int* tb = tbl + (ml + 8 * h) * 9;
+            const unsigned v0 = static_cast<unsigned>(acc[4 * j + 2 * h]) +
+                                static_cast<unsigned>(tb[c0 < 0 ? 0 : c0]) -
+                                zw[h] * static_cast<unsigned>(ps.x);
+            const unsigned v1 = static_cast<unsigned>(acc[4 * j + 2 * h + 1]) +
+                                static_cast<unsigned>(tb[c1 < 0 ? 0 : c1]) -
+                                zw[h] * static_cast<unsigned>(ps.y);
+            int* o = tile_out + 8 * h * plane;
+            if (c0 >= 0 && c1 >= 0 && r.y == r.x + 1 &&
+                (reinterpret_cast<unsigned long long>(o + r.x) & 7) == 0) {
+                *reinterpret_cast<int2*>(o + r.x) =
+                    make_int2(static_cast<int>(v0), static_cast<int>(v1));
+            } else {
+                if (c0 >= 0) o[r.x] = static_cast<int>(v0);
+                if (c1 >= 0) o[r.y] = static_cast<int>(v1);
+            }
+        }
+    }
+#endif
+}
+
+}  // namespace dml
+
+#ifdef DMLSERVE_EXPLICIT_INSTANTIATION
+#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW)                                            \
+    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW>(                 \
+        const __grid_constant__ dml::tma::TensorMap, const __grid_constant__ dml::tma::TensorMap,   \
+        const int*, const int*, int*, const unsigned char*, long long, long long, long long, int, \
+        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int)
+DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false);
+DML_TMA_INST(unsigned char, signed char, 128, 224, 2, 1, 4, true);
+DML_TMA_INST(signed char, signed char, 64, 112, 1, 2, 6, true);
+DML_TMA_INST(unsigned char, unsigned char, 64, 48, 2, 1, 8, false);
+DML_TMA_INST(signed char, unsigned char, 128, 256, 1, 1, 4, true);
+#undef DML_TMA_INST
+#endif
