@@ -320,8 +320,18 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         }
         return;
     }
-    conv::dependent_start();
     const int cw = wg - 1, wm = cw % WM, wn = cw / WM;
+    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+    const int ml = wm * 64 + warp * 16 + g;  // the CTA's channel (and + 8)
+    unsigned zw[2];  // (the registration's, as the table: read before the grid ahead ends)
+    bool live[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = m0 + ml + 8 * h;
+        live[h] = m < M;
+        zw[h] = ZW && live[h] ? static_cast<unsigned>(w_zp[m]) : 0u;
+    }
+    conv::dependent_start();
     int acc[NP / 2];  // (the first MMA ignores its values: no instruction but wgmma writes them)
     for (int kb = 0; kb < KT; ++kb) {
         const int s = kb % STAGES;
@@ -342,17 +352,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     dml::wg::fence_operands(acc);
 
     // acc[4 j + 2 h + e]: channel 16 warp + g + 8 h, pixel 8 j + 2 t + e of the warpgroup's NP.
-    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-    const int ml = wm * 64 + warp * 16 + g;  // the CTA's channel (and + 8)
     asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");  // helpers' work in
-    unsigned zw[2];
-    bool live[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int m = m0 + ml + 8 * h;
-        live[h] = m < M;
-        zw[h] = ZW && live[h] ? static_cast<unsigned>(w_zp[m]) : 0u;
-    }
     int* const tile_out = out + ((static_cast<long long>(n0) * M + m0 + ml) * plane + oh0 * OW);
 #pragma unroll
     for (int j = 0; j < NP / 8; ++j) {
