@@ -41,7 +41,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from dmlserve.kernels.cupy_backend.convolution_integer import convolution_integer  # noqa: E402
+from dmlserve.kernels.cupy_backend.convolution_integer import (  # noqa: E402
+    TmaTile,
+    convolution_integer,
+)
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ def kept_plan(filter_cache: dict[Any, Any]) -> str:
     (choice,) = filter_cache.get("tuned", {None: None}).values()
     if choice is None:
         return "planned"
-    if hasattr(choice, "wm"):
+    if isinstance(choice, TmaTile):
         return f"TMA wm={choice.wm} rows={choice.rows} images={choice.images} st={choice.stages}"
     return f"shift {choice}"
 

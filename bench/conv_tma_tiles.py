@@ -35,9 +35,11 @@ def run(case: bench.Case, batch: int) -> list[str]:
     n, c, h, wd = stored[0].shape
     m = w.shape[0]
     oh = (h + 2 * case.pad - 3) // case.stride + 1
-    q = _Problem(n, c, h, wd, m, c, 3, 3, 1, oh, oh, case.stride, case.stride, 1, 1,
+    ow = (wd + 2 * case.pad - 3) // case.stride + 1
+    q = _Problem(n, c, h, wd, m, c, 3, 3, 1, oh, ow, case.stride, case.stride, 1, 1,
                  case.pad, case.pad, 128, zw)  # fmt: skip
-    tiles = tma.tma_tiles(q, stored[0].shape, stored[0].strides, cupy.cuda.Device().id)
+    device = cupy.cuda.Device().id
+    tiles = tma.tma_tiles(q, stored[0].shape, stored[0].strides, 16, device)
 
     def timed(options: Options) -> tuple[float, dict[Any, Any]]:
         cache: dict[Any, Any] = {}

@@ -10,16 +10,17 @@
 // the tile's pixels shifted by the tap (element strides = the conv strides; TMA writes 0 for
 // pixels outside the image), both CK-byte swizzled K-major tiles that wgmma reads as they land.
 //
-// Warp roles: warpgroup 0's thread 0 issues the copies; its warps 1-3 load the epilogue's table
-// and, where a filter zero point is not 0, sum each pixel's bytes over the stages as they land
-// (a whole swizzled row's sum is its bytes' in any order); the WM x WN consumer warpgroups each
-// multiply 64 channels x NP of the tile's pixels (WN = 2: the tile's first and second NP).
+// Warp roles: warpgroup 0's thread 0 issues the copies; its warps 1-3, while the MMAs run, load
+// the epilogue's table, work out each pixel's output offset and class and, where a filter zero
+// point is not 0, each pixel's sum S(p) (each input pixel's channels summed once, from global
+// memory, then the window's nine); the WM x WN consumer warpgroups each multiply 64 channels x
+// NP of the tile's pixels (WN = 2: the tile's first and second NP) and store the output.
 //
 // With x0 the input with 0 outside the image, the MMAs sum x0 w; DirectML pads with z_x, so
-//   out = sum (x - z_x)(w - z_w) over the taps inside = sum x0 w - z_w S(p) + T[m][class(p)],
-// S(p) = sum x0 over the taps and channels, T = - z_x sum_inside w + z_x z_w C taps_inside: one
-// of nine values per channel by the pixel's class (first / inner / last row x column), made
-// with the prepared filter (convolution_integer's launcher), all modulo 2^32.
+//   out = sum (x - z_x)(w - z_w) over the taps inside = sum x0 w - z_w S(p) + z_x T[m][class(p)],
+// S(p) = sum x0 over the taps and channels, T = - sum_inside w + z_w C taps_inside: one of nine
+// values per channel by the pixel's class (first / inner / last row x column), made with the
+// prepared filter (convolution_integer's launcher), all modulo 2^32.
 
 #include "convolution_integer_sm90a.cu"
 
@@ -70,7 +71,8 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 
 // wgmma m64nNk32 for N a multiple of 16 from 48 to 256: the N / 2 accumulators as "+r"
 // operands %0.., then the two descriptors and the scale-d flag.
-#define DML_TMA_B(a, b, c, d, e, f, g, h) "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
+#define DML_TMA_B(a, b, c, d, e, f, g, h) \
+    "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
 #define DML_TMA_L1 DML_TMA_B(0, 1, 2, 3, 4, 5, 6, 7)
 #define DML_TMA_L2 DML_TMA_L1 ", " DML_TMA_B(8, 9, 10, 11, 12, 13, 14, 15)
 #define DML_TMA_L3 DML_TMA_L2 ", " DML_TMA_B(16, 17, 18, 19, 20, 21, 22, 23)
@@ -87,8 +89,10 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 #define DML_TMA_L14 DML_TMA_L13 ", " DML_TMA_B(104, 105, 106, 107, 108, 109, 110, 111)
 #define DML_TMA_L15 DML_TMA_L14 ", " DML_TMA_B(112, 113, 114, 115, 116, 117, 118, 119)
 #define DML_TMA_L16 DML_TMA_L15 ", " DML_TMA_B(120, 121, 122, 123, 124, 125, 126, 127)
-#define DML_TMA_O1 "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
-#define DML_TMA_O(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), "+r"(d[i + 6]), "+r"(d[i + 7])
+#define DML_TMA_O(i)                                                                  \
+    "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
+        "+r"(d[i + 6]), "+r"(d[i + 7])
+#define DML_TMA_O1 DML_TMA_O(0)
 #define DML_TMA_O2 DML_TMA_O1, DML_TMA_O(8)
 #define DML_TMA_O3 DML_TMA_O2, DML_TMA_O(16)
 #define DML_TMA_O4 DML_TMA_O3, DML_TMA_O(24)
@@ -146,6 +150,8 @@ __device__ __forceinline__ void mma(int (&d)[NP / 2], unsigned long long da,
 }
 #undef DML_TMA_CASE
 #undef DML_TMA_ASM
+#undef DML_TMA_O
+#undef DML_TMA_B
 
 }  // namespace tma
 
@@ -163,7 +169,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                  const unsigned char* __restrict__ x, long long xs_pixel, long long xs_row,
                  long long xs_image, int N, int C, int H, int W, int M, int OH, int OW, int rows,
                  int images, int tiles_m, int tiles_h, int chunks, int sh, int sw, int ph,
-                 int pw, int region_h, int region_w, int align) {
+                 int pw, int region_h, int region_w, int align, int zx) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -186,7 +192,8 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     int* rel = tbl + BM * 9;  // [Q]: output offset from the tile's first
     int* psum = rel + Q;      // [Q]
     int* csum = psum + Q;     // [images][region_h][region_w]
-    signed char* cls = reinterpret_cast<signed char*>(csum + (ZW ? images * region_h * region_w : 0));
+    const int csums = ZW ? images * region_h * region_w : 0;
+    signed char* cls = reinterpret_cast<signed char*>(csum + csums);  // [Q]
     const unsigned full = conv::smem_addr(bars), empty = full + 8 * STAGES;
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = blockIdx.x % tiles_m, tp = blockIdx.x / tiles_m;
@@ -365,11 +372,12 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         for (int h = 0; h < 2; ++h) {
             if (!live[h]) continue;
             const int* tb = tbl + (ml + 8 * h) * 9;
+            const unsigned x_zp = static_cast<unsigned>(zx);
             const unsigned v0 = static_cast<unsigned>(acc[4 * j + 2 * h]) +
-                                static_cast<unsigned>(tb[c0 < 0 ? 0 : c0]) -
+                                x_zp * static_cast<unsigned>(tb[c0 < 0 ? 0 : c0]) -
                                 zw[h] * static_cast<unsigned>(ps.x);
             const unsigned v1 = static_cast<unsigned>(acc[4 * j + 2 * h + 1]) +
-                                static_cast<unsigned>(tb[c1 < 0 ? 0 : c1]) -
+                                x_zp * static_cast<unsigned>(tb[c1 < 0 ? 0 : c1]) -
                                 zw[h] * static_cast<unsigned>(ps.y);
             int* o = tile_out + 8 * h * plane;
             if (c0 >= 0 && c1 >= 0 && r.y == r.x + 1 &&
@@ -388,11 +396,12 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW)                                            \
-    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW>(                 \
-        const __grid_constant__ dml::tma::TensorMap, const __grid_constant__ dml::tma::TensorMap,   \
-        const int*, const int*, int*, const unsigned char*, long long, long long, long long, int, \
-        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int)
+#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW)                                       \
+    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW>(            \
+        const __grid_constant__ dml::tma::TensorMap,                                       \
+        const __grid_constant__ dml::tma::TensorMap, const int*, const int*, int*,         \
+        const unsigned char*, long long, long long, long long, int, int, int, int, int, int, \
+        int, int, int, int, int, int, int, int, int, int, int, int, int, int)
 DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false);
 DML_TMA_INST(unsigned char, signed char, 128, 224, 2, 1, 4, true);
 DML_TMA_INST(signed char, signed char, 64, 112, 1, 2, 6, true);

@@ -370,6 +370,8 @@ def packed_arguments(args: Sequence[Any], start: int = 0) -> bytes:
     the parameters."""
     packed = bytearray()
     for arg in args:
+        if isinstance(arg, TensorMap):  # (aligned on 64, not its size: see `launch_packed`)
+            raise TypeError("a TensorMap is passed by `launch_packed`, not in a packed buffer")
         value = _argument_bytes(arg)
         packed += bytes(-(start + len(packed)) % len(value)) + value
     return bytes(packed)

@@ -451,7 +451,7 @@ def tensor_core(
             raise ValueError("the TMA-fed kernel needs a GPU of compute capability 9.0")
         forced = _tma_plan(key, tma)
         _run(forced, x, w, out, q, filter_cache)
-        return forced.kernel  # type: ignore[return-value]
+        return forced.kernel
     planned = _plan(*key, tile, shift, gather, split, shared_pads)
     plan: _GemmPlan | TmaPlan = planned
     if (
@@ -462,7 +462,7 @@ def tensor_core(
     ):
         plan = _tuned(key, planned, filter_cache, lambda p: _plan_ms(p, x, w, out, q, filter_cache))
     _run(plan, x, w, out, q, filter_cache)
-    return plan.kernel  # type: ignore[return-value]
+    return plan.kernel
 
 
 def _run(
@@ -536,8 +536,8 @@ def _tuned(
 
 def _tma_plan(key: tuple[Any, ...], tile: TmaTile) -> TmaPlan:
     """The TMA-fed kernel's plan of `tile` for `key` (see `tensor_core`)."""
-    device, geometry, zw, x_shape, x_strides, x_dtype, w_dtype = key[:7]
-    return tma_plan(geometry, zw, x_shape, x_strides, x_dtype, w_dtype, tile, device)
+    device, geometry, zw, x_shape, x_strides, x_dtype, w_dtype, alignment = key[:8]
+    return tma_plan(geometry, zw, x_shape, x_strides, x_dtype, w_dtype, tile, alignment, device)
 
 
 def _shift_candidates(
@@ -555,7 +555,7 @@ def _shift_candidates(
     yield None, planned
     q = _Problem.from_geometry(key[1])
     if key[-1] == "wgmma":
-        for tile in tma_tiles(q, key[3], key[4], key[0]):
+        for tile in tma_tiles(q, key[3], key[4], key[7], key[0]):
             yield tile, _tma_plan(key, tile)
     if (q.sh, q.sw) != (1, 1):
         tap_by_tap = (False, None, None, None)

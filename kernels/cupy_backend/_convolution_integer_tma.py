@@ -19,7 +19,7 @@ import functools
 import math
 from collections.abc import Hashable, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ._common import (
     launch_packed,
     sm_count,
     tensor_map,
+    wrap32,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ _MIN_STAGES, _MAX_STAGES = 2, 6
 # memory to L1, and on some tiles times slower); and the least share of a warpgroup's NP pixels
 # a tile must fill.
 _CANDIDATES = 4
-_FEWER_STAGES = (4, 3)
+_FEWER_STAGES = (4,)
 _MIN_FILL = 0.75
 # The ranking model: a CTA's MMA clocks at the tensor cores' rate plus a fixed part (its start,
 # first stage and epilogue), over the waves of CTAs.
@@ -117,9 +118,14 @@ def _input_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[in
     return pixel, row, image
 
 
-def _shape_fits(q: _Problem, x_shape: tuple[int, ...], x_strides: tuple[int, ...]) -> bool:
+def _shape_fits(
+    q: _Problem, x_shape: tuple[int, ...], x_strides: tuple[int, ...], alignment: int
+) -> bool:
+    """Whether the kernel takes the shape and the input's layout (`alignment`: of its first
+    byte's address, which the copy descriptor and the pixel sums' loads need on 16 bytes)."""
     return (
-        q.g == 1
+        alignment % 16 == 0
+        and q.g == 1
         and (q.r, q.s, q.dh, q.dw) == (3, 3, 1, 1)
         and q.sh == q.sw
         and q.sh in (1, 2)
@@ -181,12 +187,12 @@ def _ck(q: _Problem) -> int:
 
 
 def tma_tiles(
-    q: _Problem, x_shape: tuple[int, ...], x_strides: tuple[int, ...], device: int
+    q: _Problem, x_shape: tuple[int, ...], x_strides: tuple[int, ...], alignment: int, device: int
 ) -> list[TmaTile]:
     """The tiles worth timing for the shape, best first by the ranking model (at most
     `_CANDIDATES` of them, each with its ring's stage counts); empty where the kernel does not
     take the shape or the GPU is not sm_90."""
-    if compute_capability(device) != 90 or not _shape_fits(q, x_shape, x_strides):
+    if compute_capability(device) != 90 or not _shape_fits(q, x_shape, x_strides, alignment):
         return []
     sms = sm_count()
     ranked: list[tuple[float, int, TmaTile]] = []
@@ -224,7 +230,7 @@ class TmaPlan:
     x_strides: tuple[int, int, int]  # pixel, row, image (bytes)
     gemm: Launch
     scalars: tuple[np.integer[Any], ...]  # after the arrays
-    kernel: str = "wgmma_tma"  # the GEMM's name (`_convolution_integer_gemm.Kernel`)
+    kernel: Literal["wgmma_tma"] = "wgmma_tma"  # the GEMM's name (its `Kernel`)
 
     def _filter(
         self, w: Any, w_zp: np.ndarray, cache: MutableMapping[Hashable, Any] | None
@@ -237,14 +243,14 @@ class TmaPlan:
         q, bm, ck = self.q, 64 * self.tile.wm, _ck(self.q)
         classes = _classes(q)
         slot: Hashable = ("tma", ck, bm, classes)
-        key = (w.data.ptr, w.shape, w.strides, str(w.dtype), q.zx, w_zp.tobytes())
+        key = (w.data.ptr, w.shape, w.strides, str(w.dtype), w_zp.tobytes())
         hit = cache.get(slot) if cache is not None else None
         if hit is not None and hit[0] == key:
             rows, table, zp_dev, tmw = hit[1]
             return rows, table, zp_dev, tmw, True
         rows = cupy.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(q.m, 9 * q.c)
         rows = rows.view(cupy.uint8)
-        table = cupy.asarray(_table(cupy.asnumpy(w), w_zp, q.zx, classes, bm))
+        table = cupy.asarray(_table(cupy.asnumpy(w), w_zp, classes, bm))
         zp_dev = device_zero_points(w_zp)
         tmw = tensor_map(rows.data.ptr, [9 * q.c, q.m], [9 * q.c], [ck, bm], [1, 1], ck)
         if cache is not None and hit is None:
@@ -274,14 +280,13 @@ class TmaPlan:
 def _table(
     w: np.ndarray,
     w_zp: np.ndarray,
-    zx: int,
     classes: tuple[tuple[int, int, int], tuple[int, int, int]] | None,
     bm: int,
 ) -> np.ndarray:
     """[M rounded up to `bm`][9] int32: for each output channel m and class of pixel (its row's
-    and column's: first, inner, last), - z_x sum w + z_x z_w[m] C taps over the taps inside the
-    image (modulo 2^32), the terms of sum (x - z_x)(w - z_w) that the MMAs over 0-filled pixels
-    and the pixel sums leave out."""
+    and column's: first, inner, last), - sum w + z_w[m] C taps over the taps inside the image
+    (modulo 2^32): z_x times it is what the terms of sum (x - z_x)(w - z_w) that the MMAs over
+    0-filled pixels and the pixel sums leave out add up to (the kernel multiplies)."""
     assert classes is not None
     m, c = w.shape[:2]
     taps = w.astype(np.int64).sum(axis=1).reshape(m, 9)  # [M][(r, s)]
@@ -291,7 +296,7 @@ def _table(
             for tap in range(9):
                 inside[tap, 3 * rc + cc] = (rmask >> (tap // 3)) & (cmask >> (tap % 3)) & 1
     zw = w_zp.astype(np.int64)[:, None]
-    terms = -zx * (taps @ inside) + zx * zw * c * inside.sum(axis=0)[None, :]
+    terms = -(taps @ inside) + zw * c * inside.sum(axis=0)[None, :]
     out = np.zeros((-(-m // bm) * bm, 9), np.int64)
     out[:m] = terms
     return ((out + 2**31) % 2**32 - 2**31).astype(np.int32)
@@ -306,6 +311,7 @@ def tma_plan(
     x_dtype: str,
     w_dtype: str,
     tile: TmaTile,
+    alignment: int,
     device: int,
 ) -> TmaPlan:
     """The plan of `tile` on the shape (which `tma_tiles` takes; a tile it would not offer may
@@ -314,7 +320,7 @@ def tma_plan(
 
     q = _Problem.from_geometry(geometry)
     strides = _input_strides(x_shape, x_strides)
-    if compute_capability(device) != 90 or not _shape_fits(q, x_shape, x_strides):
+    if compute_capability(device) != 90 or not _shape_fits(q, x_shape, x_strides, alignment):
         raise ValueError("the TMA-fed kernel does not take this shape, layout or GPU")
     assert strides is not None
     wm, wn = tile.wm, 2 // tile.wm
@@ -344,7 +350,7 @@ def tma_plan(
     )  # fmt: skip
     sizes = (q.n, q.c, q.h, q.wd, q.m, q.oh, q.ow, tile.rows, tile.images, tiles_m, tiles_h,
              q.c // ck, q.sh, q.sw, q.ph, q.pw, *_region(q, tile.rows),
-             _aligned(q, tile.rows, tile.images))  # fmt: skip
+             _aligned(q, tile.rows, tile.images), wrap32(q.zx))  # fmt: skip
     scalars: tuple[np.integer[Any], ...] = (
         *(np.int64(v) for v in strides), *(np.int32(v) for v in sizes),
     )  # fmt: skip

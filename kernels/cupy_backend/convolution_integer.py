@@ -297,6 +297,8 @@ def convolution_integer(
             group = grouped_plan(x, q)
         special = point is not None or group is not None
         use_tc = use_tc and not special
+        if options.tma is not None and not use_tc:
+            raise ValueError("the TMA-fed kernel does not take this shape (a tensor-core one)")
         if not use_tc and not special and options.path == "auto" and options.depthwise:
             band = depthwise_plan(x, q, w.dtype == np.int8, options.depthwise_dp4a)
         if not use_tc and not special and band is None and options.path != "naive":

@@ -83,7 +83,7 @@ def test_zero_point_terms(
     rows = _masks(oh, stride, pads[0], shape[2])
     cols = _masks(ow, stride, pads[1], shape[3])
     assert rows is not None and cols is not None
-    table = _table(w, zw, zx, (rows, cols), 64)
+    table = _table(w, zw, (rows, cols), 64)
     assert table.shape == (64, 9) and not table[m:].any()
     zero = np.zeros(m, np.int32)
     sums = reference.convolution_integer(x, w, 0, zero, *geometry).astype(np.int64)
@@ -91,7 +91,7 @@ def test_zero_point_terms(
     pixel = reference.convolution_integer(x, ones, 0, np.zeros(1, np.int32), *geometry)
     rc = np.where(np.arange(oh) == 0, 0, np.where(np.arange(oh) == oh - 1, 2, 1))
     cc = np.where(np.arange(ow) == 0, 0, np.where(np.arange(ow) == ow - 1, 2, 1))
-    terms = table[:m][:, 3 * rc[:, None] + cc[None, :]].astype(np.int64)  # [M][OH][OW]
+    terms = zx * table[:m][:, 3 * rc[:, None] + cc[None, :]].astype(np.int64)  # [M][OH][OW]
     got = sums - zw.astype(np.int64)[None, :, None, None] * pixel + terms[None]
     np.testing.assert_array_equal(((got + 2**31) % 2**32 - 2**31).astype(np.int32), want)
 
@@ -110,6 +110,7 @@ FORCED = [
     ((3, 64, 14, 14), 64, 1, (1, 1), (1, 1), (1, 14, 2, 4)),  # two images a tile, one short
     ((5, 256, 7, 7), 192, 1, (1, 1), (1, 1), (2, 7, 4, 4)),  # 192 outputs: half a last block
     ((2, 128, 15, 16), 96, 2, (1, 1), (1, 1), (2, 8, 2, 4)),  # stride 2, odd rows
+    ((2, 128, 56, 56), 128, 2, (1, 1), (1, 1), (2, 7, 1, 4)),  # stride 2, shifted tiles
     ((2, 64, 12, 11), 72, 2, (1, 0), (0, 1), (2, 6, 2, 5)),  # stride 2, uneven pads, odd width
     ((1, 192, 10, 9), 40, 1, (0, 0), (0, 0), (2, 8, 1, 2)),  # no padding, 7 wide: pairs split
     ((3, 64, 9, 7), 64, 1, (1, 1), (1, 1), (1, 9, 2, 4)),  # the second warpgroup mid-row
@@ -169,7 +170,7 @@ def test_offered_tiles(shape: tuple[int, int, int, int], m: int, stride: int) ->
     oh, ow = ((shape[2] + 2 - 3) // stride + 1, (shape[3] + 2 - 3) // stride + 1)
     q = conv._Problem(*shape, m, shape[1], 3, 3, 1, oh, ow, stride, stride, 1, 1, 1, 1, 128, zw)
     x_view = view(cupy.asarray(x))
-    tiles = tma.tma_tiles(q, x_view.shape, x_view.strides, cupy.cuda.Device().id)
+    tiles = tma.tma_tiles(q, x_view.shape, x_view.strides, 16, cupy.cuda.Device().id)
     if not _sm90():
         assert tiles == []
         return
@@ -214,6 +215,70 @@ def test_registered_calls(zp_mode: str, monkeypatch: pytest.MonkeyPatch) -> None
             assert ("wgmma_tma" in timed) == _sm90()
     if _sm90():
         assert len(timed) > 1 and len(cache["tuned"]) == 1
+
+
+@gpu
+@pytest.mark.parametrize("zp_mode", ["none", "channel"])
+def test_registered_calls_keep_the_kernel(zp_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the registration's timing keeps the kernel (its plans timed fastest here), the
+    later calls run the kept tile on the kept filter and table, launched as programmatic
+    dependents, exact for any input zero point (the table does not depend on it)."""
+    import cupy
+
+    if not _sm90():
+        pytest.skip("the TMA-fed kernel runs on compute capability 9.0 only")
+    gemm = launcher("_convolution_integer_gemm")
+    conv = launcher("convolution_integer")
+    monkeypatch.setattr(
+        gemm, "_plan_ms", lambda plan, *a: 0.0 if plan.kernel == "wgmma_tma" else 1.0
+    )
+    tma = launcher("_convolution_integer_tma")
+    launched: list[bool] = []
+    packed = tma.launch_packed
+
+    def recorded(kernel: Any, args: Any, dependent: bool) -> None:
+        launched.append(dependent)
+        packed(kernel, args, dependent)
+
+    monkeypatch.setattr(tma, "launch_packed", recorded)
+    rng = np.random.default_rng([5, len(zp_mode)])
+    w = random_int8(rng, (96, 64, 3, 3), np.int8)
+    zw = zero_points(rng, zp_mode, np.int8, 96)
+    w_dev = cupy.asarray(w)
+    cache: dict[Any, Any] = {}
+    geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
+    for zx in (3, 3, 200, 3):
+        x = random_int8(rng, (3, 64, 10, 12), np.uint8)
+        x_dev = channels_last(16)(cupy.asarray(x))
+        got = conv.convolution_integer(x_dev, w_dev, zx, zw, *geometry, filter_cache=cache)
+        want = reference.convolution_integer(x, w, zx, zw, *geometry)
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+    (kept,) = cache["tuned"].values()
+    assert isinstance(kept, TmaTile)
+    assert launched[-3:] == [True, True, True]  # the kept filter: dependents
+
+
+@gpu
+def test_misaligned_input_is_not_taken() -> None:
+    """An input whose first byte is not on 16 bytes (the copy descriptor needs it) is refused:
+    no tile is offered, a forced one raises."""
+    import cupy
+
+    conv = launcher("convolution_integer")
+    tma = launcher("_convolution_integer_tma")
+    rng = np.random.default_rng(9)
+    x = random_int8(rng, (2, 64, 8, 8), np.uint8)
+    w = random_int8(rng, (64, 64, 3, 3), np.int8)
+    q = conv._Problem(
+        2, 64, 8, 8, 64, 64, 3, 3, 1, 8, 8, 1, 1, 1, 1, 1, 1, 0, np.zeros(64, np.int32)
+    )
+    view = channels_last(0, 8)(cupy.asarray(x))
+    assert tma.tma_tiles(q, view.shape, view.strides, 8, cupy.cuda.Device().id) == []
+    with pytest.raises(ValueError, match="TMA-fed|compute capability"):
+        check(
+            x, w, 1, np.zeros(64, np.int32), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+            view=channels_last(0, 8), options=_tma(TmaTile(1, 8, 1, 4)),
+        )  # fmt: skip
 
 
 @gpu
