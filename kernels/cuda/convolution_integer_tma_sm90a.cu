@@ -323,7 +323,9 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                     psum[col] = sum;
                 }
             }
-            asm volatile("bar.arrive 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");
+            // (a sync, not an arrive: the helpers have nothing left to do, and their writes are
+            // ordered before the consumers' reads as the memory model and its checkers see it)
+            asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");
         }
         return;
     }
