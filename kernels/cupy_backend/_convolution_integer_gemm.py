@@ -555,7 +555,7 @@ def _shift_candidates(
     yield None, planned
     q = _Problem.from_geometry(key[1])
     if key[-1] == "wgmma":
-        for tile in tma_tiles(q, key[3], key[4], key[7], key[0]):
+        for tile in tma_tiles(q, key[3], key[4], key[7], key[0], zw=key[2]):
             yield tile, _tma_plan(key, tile)
     if (q.sh, q.sw) != (1, 1):
         tap_by_tap = (False, None, None, None)
