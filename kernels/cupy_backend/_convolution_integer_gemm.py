@@ -430,9 +430,10 @@ def tensor_core(
     that form, reading the input where it lies, numbers its virtual pixels with the pads shared
     by neighbouring rows and images (see `_virtual_grid`): None, where its model expects that to
     be faster. `tune`: with a `filter_cache` and nothing forced, the shifted-window GEMM's plans
-    and the TMA-fed kernel's tiles are timed on the first call of each shape and the fastest
-    kept (see `_tuned`). `tma`: the TMA-fed kernel runs with this tile (ValueError where it
-    does not take the shape or the tile does not fit; needs `kernel` "wgmma")."""
+    and (where every filter zero point is 0) the TMA-fed kernel's tiles are timed on the first
+    call of each shape and the fastest kept (see `_tuned`). `tma`: the TMA-fed kernel runs with
+    this tile (ValueError where it does not take the shape or the tile does not fit; needs
+    `kernel` "wgmma")."""
     import cupy
 
     key = (
@@ -543,12 +544,13 @@ def _tma_plan(key: tuple[Any, ...], tile: TmaTile) -> TmaPlan:
 def _shift_candidates(
     key: tuple[Any, ...], planned: _GemmPlan
 ) -> Iterator[tuple[_Choice, _GemmPlan | TmaPlan]]:
-    """`planned` (choice None), the TMA-fed kernel's tiles for the shape (where it takes it:
-    `tma_tiles`, best first) and, made one at a time, every other plan of the shifted-window
-    GEMM for `key` with its choice: each of its tiles, reading the input where it lies (where
-    the planes allow) or transformed, with K unsplit or split over 2 to `_SHIFT_MAX_SPLITS` CTAs
-    (at most one per channel chunk), where the tile's stages fit shared memory, the input read
-    in place with its pads shared or not; for strides other than 1, the tap-by-tap GEMM too."""
+    """`planned` (choice None), the TMA-fed kernel's tiles for the shape (where it takes it and
+    every filter zero point is 0: `tma_tiles`, best first) and, made one at a time, every other plan
+    of the shifted-window GEMM for `key` with its choice: each of its tiles, reading the input where
+    it lies (where the planes allow) or transformed, with K unsplit or split over 2 to
+    `_SHIFT_MAX_SPLITS` CTAs (at most one per channel chunk), where the tile's stages fit shared
+    memory, the input read in place with its pads shared or not; for strides other than 1, the
+    tap-by-tap GEMM too."""
     from .convolution_integer import _Problem  # that module imports this one
 
     seen = [planned]

@@ -9,7 +9,7 @@ output rows and columns have taps outside the image (pads of 0 or 1), at least 2
 and an input whose channels are consecutive bytes with pixel, row and image strides that are
 multiples of 16 bytes, on 16 bytes. A registered operator's first call of a shape times its
 tiles beside the shifted-window GEMM's plans (`_convolution_integer_gemm._tuned`) and keeps the
-fastest; `Options.tma` forces a tile.
+fastest, where every filter zero point is 0 (see `tma_tiles`); `Options.tma` forces a tile.
 """
 
 from __future__ import annotations
