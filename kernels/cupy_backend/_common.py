@@ -300,6 +300,10 @@ class _LaunchAttribute(ctypes.Structure):
                 ("rest", ctypes.c_char * 60))  # fmt: skip
 
 
+# (read only: the driver copies the launch's configuration)
+_DEPENDENT = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+
+
 class _LaunchConfig(ctypes.Structure):
     _fields_ = (
         ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
@@ -396,7 +400,6 @@ class DependentLaunch:
         self._grid = (ctypes.c_uint * 3)(*launch.grid)
         self._block = (ctypes.c_uint * 3)(*launch.block)
         self._shared_mem = launch.shared_mem
-        self._attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
 
     def arguments(self, *arrays: Any) -> bytes:
         """The parameter buffer of a call on `arrays`."""
@@ -415,7 +418,7 @@ class DependentLaunch:
         # reports any error that is not about the attribute).
         status = _launch_buffer(
             self._function, self._grid, self._block, self._shared_mem,
-            self.arguments(*arrays), cupy.cuda.get_current_stream().ptr, self._attribute,
+            self.arguments(*arrays), cupy.cuda.get_current_stream().ptr, _DEPENDENT,
         )  # fmt: skip
         return status == 0
 
@@ -471,9 +474,8 @@ def launch_packed(launch: Launch, args: Sequence[Any], dependent: bool) -> None:
     values = [ctypes.create_string_buffer(_argument_bytes(arg)) for arg in args]
     params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
     stream = cupy.cuda.get_current_stream().ptr
-    attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
     status = _launch_ex(function, grid, block, launch.shared_mem, stream,
-                        attribute if dependent else None, params, None)  # fmt: skip
+                        _DEPENDENT if dependent else None, params, None)  # fmt: skip
     if status and dependent:  # the attribute refused: as usual
         status = _launch_ex(function, grid, block, launch.shared_mem, stream, None, params, None)
     if status:

@@ -238,7 +238,10 @@ class TmaPlan:
     q: _Problem  # (its filter zero points empty: only the geometry counts)
     tile: TmaTile
     zw: bool  # some filter zero point is not 0: the kernel sums each pixel's bytes
-    x_strides: tuple[int, int, int]  # pixel, row, image (bytes)
+    classes: tuple[tuple[int, int, int], tuple[int, int, int]]  # (see `_classes`)
+    # the input's copy descriptor but its address: `tensor_map`'s dims, strides, box, element
+    # strides and swizzle
+    x_layout: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int]
     gemm: Launch
     scalars: tuple[np.integer[Any], ...]  # after the arrays
     kernel: Literal["wgmma_tma"] = "wgmma_tma"  # the GEMM's name (its `Kernel`)
@@ -251,8 +254,7 @@ class TmaPlan:
         filter), made on the first call and kept (then also whether they were kept)."""
         import cupy
 
-        q, bm, ck = self.q, 64 * self.tile.wm, _ck(self.q)
-        classes = _classes(q)
+        q, bm, ck, classes = self.q, 64 * self.tile.wm, _ck(self.q), self.classes
         slot: Hashable = ("tma", ck, bm, classes)
         key = (w.data.ptr, w.shape, w.strides, str(w.dtype), w_zp.tobytes())
         hit = cache.get(slot) if cache is not None else None
@@ -275,30 +277,24 @@ class TmaPlan:
         cache: MutableMapping[Hashable, Any] | None,
     ) -> None:  # fmt: skip
         """``out`` (N, M, OH, OW) int32 of `x` (N, C, H, W) stored (N, H, W, C) and `w`."""
-        q, t = self.q, self.tile
-        _rows, table, zp_dev, tmw, kept = self._filter(w, w_zp, cache)
-        pixel, row, image = self.x_strides
-        ck = _ck(q)
-        tmx = tensor_map(
-            x.data.ptr, [q.c, q.wd, q.h, q.n], [pixel, row, image],
-            [ck, (q.ow - 1) * q.sw + 1, (t.rows - 1) * q.sh + 1, t.images], [1, q.sw, q.sh, 1],
-            ck,
-        )  # fmt: skip
+        # (`rows`, which `tmw` points into, lives past the launch)
+        rows, table, zp_dev, tmw, kept = self._filter(w, w_zp, cache)
+        tmx = tensor_map(x.data.ptr, *self.x_layout)
         # a kept filter is all it reads before the grid ahead of it completes
         launch_packed(self.gemm, (tmx, tmw, zp_dev, table, out, x, *self.scalars), kept)
+        del rows
 
 
 def _table(
     w: np.ndarray,
     w_zp: np.ndarray,
-    classes: tuple[tuple[int, int, int], tuple[int, int, int]] | None,
+    classes: tuple[tuple[int, int, int], tuple[int, int, int]],
     bm: int,
 ) -> np.ndarray:
     """[M rounded up to `bm`][9] int32: for each output channel m and class of pixel (its row's
     and column's: first, inner, last), - sum w + z_w[m] C taps over the taps inside the image
     (modulo 2^32): z_x times it is what the terms of sum (x - z_x)(w - z_w) that the MMAs over
     0-filled pixels and the pixel sums leave out add up to (the kernel multiplies)."""
-    assert classes is not None
     m, c = w.shape[:2]
     taps = w.astype(np.int64).sum(axis=1).reshape(m, 9)  # [M][(r, s)]
     inside = np.zeros((9, 9), np.int64)  # [(r, s)][class]
@@ -331,9 +327,10 @@ def tma_plan(
 
     q = _Problem.from_geometry(geometry)
     strides = _input_strides(x_shape, x_strides)
+    classes = _classes(q)
     if compute_capability(device) != 90 or not _shape_fits(q, x_shape, x_strides, alignment):
         raise ValueError("the TMA-fed kernel does not take this shape, layout or GPU")
-    assert strides is not None
+    assert strides is not None and classes is not None
     wm, wn = tile.wm, 2 // tile.wm
     single = tile.images == 1
     np_ = _np(q, tile.rows, tile.images, wn)
@@ -365,4 +362,9 @@ def tma_plan(
     scalars: tuple[np.integer[Any], ...] = (
         *(np.int64(v) for v in strides), *(np.int32(v) for v in sizes),
     )  # fmt: skip
-    return TmaPlan(q, tile, zw, strides, kernel, scalars)
+    x_layout = (
+        (q.c, q.wd, q.h, q.n), strides,
+        (ck, (q.ow - 1) * q.sw + 1, (tile.rows - 1) * q.sh + 1, tile.images), (1, q.sw, q.sh, 1),
+        ck,
+    )  # fmt: skip
+    return TmaPlan(q, tile, zw, classes, x_layout, kernel, scalars)
