@@ -166,6 +166,27 @@ def profile(cases: list[Case], batch: int, channels_last: bool = False) -> None:
         cupy.cuda.profiler.stop()
 
 
+def cudnn_on(xs: list[Any], w: Any, case: Case) -> Callable[[int], Any]:
+    """cuDNN's fp16 convolution of `case` (one group) on our values: `xs` and `w` as half
+    tensors stored channels-last, its algorithm autotuned (`cudnn.benchmark`); call i takes
+    xs[i % 3]."""
+    halves = [
+        torch.as_tensor(x.astype(cupy.float16), device="cuda").contiguous(
+            memory_format=torch.channels_last
+        )
+        for x in xs
+    ]
+    w16 = torch.as_tensor(w.astype(cupy.float16), device="cuda").contiguous(
+        memory_format=torch.channels_last
+    )
+    torch.backends.cudnn.benchmark = True
+
+    def cudnn(i: int) -> Any:
+        return F.conv2d(halves[i % 3], w16, padding=case.pad, stride=case.stride)
+
+    return cudnn
+
+
 def kept_plan(filter_cache: dict[Any, Any]) -> str:
     """The plan a registration's timing kept (its only shape's): the TMA-fed kernel's tile,
     the shifted-window GEMM's forced choice, or "planned" (the model's)."""

@@ -23,7 +23,6 @@ Run on a GPU of compute capability 9.0, from the repository root:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_convolution_integer as bench  # noqa: E402
 import cupy  # noqa: E402
-import torch  # noqa: E402
 
+from dmlserve.kernels.cupy_backend._common import tensor_map  # noqa: E402
+from dmlserve.kernels.cupy_backend._convolution_integer_tma import _masks, _table  # noqa: E402
 from dmlserve.kernels.cupy_backend._loader import CUDA_DIR  # noqa: E402
 from dmlserve.kernels.cupy_backend.convolution_integer import convolution_integer  # noqa: E402
 
@@ -43,45 +43,15 @@ LAYER = "3x3 128->128 @28"
 STAGE_BYTES = 128 * 128 + 224 * 128  # the tap's filter block and input box
 ROWS = 8  # output rows a CTA
 SOURCE = r"""
-#include "convolution_integer_sm90a.cu"
-namespace proto {
-// K-major, 128-byte swizzle: 8 rows of 128 bytes (1024) between row groups.
-__device__ __forceinline__ unsigned long long desc128(unsigned addr) {
-    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-           (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void tma2d(unsigned dst, const void* map, int c0, int c1,
-                                      unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar)
-        : "memory");
-}
-__device__ __forceinline__ void tma4d(unsigned dst, const void* map, int c0, int c1, int c2,
-                                      int c3, unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2),
-        "r"(c3), "r"(bar)
-        : "memory");
-}
-__device__ __forceinline__ void expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-}  // namespace proto
+#include "convolution_integer_tma_sm90a.cu"
+namespace tma = dml::tma;  // the kept kernel's copies, barriers and descriptors
 constexpr int S = DML_STAGES;  // stages in the ring
 constexpr int A_BYTES = 128 * 128, B_BYTES = 224 * 128, STAGE = A_BYTES + B_BYTES;
 // Grid: one CTA per (image, 8 output rows); 384 threads: warpgroup 0 the producer (thread 0
 // issues the copies), warpgroups 1 and 2 the consumers (64 output channels each).
 extern "C" __global__ void __launch_bounds__(384, 1)
-    proto_conv(const void* tmw, const void* tmx, const int* __restrict__ biases,
+    proto_conv(const tma::TensorMap* tmw, const tma::TensorMap* tmx,
+               const int* __restrict__ biases,
                int* __restrict__ out, int H, int W, int M, int tiles_h) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long bars[2 * S];
@@ -92,8 +62,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     const int n = blockIdx.x / tiles_h, h0 = (blockIdx.x % tiles_h) * 8;
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
-            proto::init(full + 8 * s, 1);   // the producer's arrival and the stage's bytes
-            proto::init(empty + 8 * s, 2);  // one arrival a consumer warpgroup
+            tma::init(full + 8 * s, 1);   // the producer's arrival and the stage's bytes
+            tma::init(empty + 8 * s, 2);  // one arrival a consumer warpgroup
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -108,9 +78,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 const int s = kb % S;
                 if (kb >= S) dml::wg::bar_wait(empty + 8 * s, ((kb / S) - 1) & 1);
                 const unsigned stage = base + s * STAGE;
-                proto::expect(full + 8 * s, STAGE);
-                proto::tma2d(stage, tmw, kb * 128, 0, full + 8 * s);
-                proto::tma4d(stage + A_BYTES, tmx, 0, kb % 3 - 1, h0 + kb / 3 - 1, n,
+                tma::expect_bytes(full + 8 * s, STAGE);
+                tma::load2d(stage, *tmw, kb * 128, 0, full + 8 * s);
+                tma::load4d(stage + A_BYTES, *tmx, 0, kb % 3 - 1, h0 + kb / 3 - 1, n,
                              full + 8 * s);
             }
         }
@@ -126,12 +96,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             const unsigned a = base + s * STAGE + cw * 64 * 128, b = base + s * STAGE + A_BYTES;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {  // the stage's 128 channels, 32 an MMA
-                dml::wg::mma<224, true, false>(acc, proto::desc128(a + 32 * j),
-                                               proto::desc128(b + 32 * j), 1);
+                dml::wg::mma<224, true, false>(acc, tma::desc<128>(a + 32 * j),
+                                               tma::desc<128>(b + 32 * j), 1);
             }
             dml::wg::commit();
             dml::wg::wait<1>();  // the stage before is read: give it back
-            if (kb > 0 && (tid & 127) == 0) proto::arrive(empty + 8 * ((kb - 1) % S));
+            if (kb > 0 && (tid & 127) == 0) tma::arrive(empty + 8 * ((kb - 1) % S));
         }
         dml::wg::wait<0>();
         dml::wg::fence_operands(acc);
@@ -164,42 +134,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 }
 """
 
-# cuda.h: CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_INTERLEAVE_NONE,
-# CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-_UINT8, _NO_INTERLEAVE, _SWIZZLE_128B, _L2_128B, _ZERO_FILL = 0, 0, 3, 2, 0
+
+def device_map(address: int, dims: list[int], strides: list[int], box: list[int]) -> Any:
+    """`tensor_map`'s 128-byte swizzled descriptor of bytes, on the device (the prototype reads
+    it from global memory)."""
+    encoded = tensor_map(address, dims, strides, box, [1] * len(dims), 128)
+    return cupy.asarray(np.frombuffer(encoded, dtype=np.uint64))
 
 
-def tensor_map(address: int, dims: list[int], strides: list[int], box: list[int]) -> Any:
-    """A tiled TMA descriptor of bytes (`dims` innermost first, `strides` in bytes of the outer
-    dimensions), 128-byte swizzled, on the device (the kernel reads it from global memory)."""
-    encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-    encode.restype = ctypes.c_int
-    out = (ctypes.c_uint64 * 16)()
-    rank = len(dims)
-    status = encode(
-        ctypes.byref(out), _UINT8, rank, ctypes.c_void_p(address),
-        (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * (rank - 1))(*strides),
-        (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*([1] * rank)),
-        _NO_INTERLEAVE, _SWIZZLE_128B, _L2_128B, _ZERO_FILL,
-    )  # fmt: skip
-    if status:
-        raise RuntimeError(f"cuTensorMapEncodeTiled returned {status}")
-    return cupy.asarray(np.frombuffer(bytes(out), dtype=np.uint64))
-
-
-def border_biases(w: np.ndarray, zx: int) -> np.ndarray:
+def border_biases(w: np.ndarray, zx: int, h: int) -> np.ndarray:
     """[M][9] int32: - z_x times each output channel's filter sums over the taps that lie inside
-    the image for each class of output pixel (3 row classes: the top row, inner rows, the bottom
-    row; times 3 column classes alike), a 3x3 window with padding 1 on images of at least 2 x 2."""
-    taps = w.astype(np.int64).sum(axis=1)  # [M][3][3]
-    out = np.empty((w.shape[0], 9), dtype=np.int64)
-    for rc in range(3):
-        for cc in range(3):
-            inside = np.ones((3, 3), dtype=bool)
-            inside[0 if rc == 0 else 2, :] &= rc == 1
-            inside[:, 0 if cc == 0 else 2] &= cc == 1
-            out[:, 3 * rc + cc] = -zx * (taps * inside).sum(axis=(1, 2))
-    return out.astype(np.int32)
+    the image for each class of output pixel (the kept kernel's table with no filter zero point,
+    times z_x), a 3x3 window with padding 1 on h x h images."""
+    masks = _masks(h, 1, 1, h)
+    assert masks is not None
+    table = _table(w, np.zeros(w.shape[0], np.int32), (masks, masks), w.shape[0])
+    return (zx * table.astype(np.int64) % 2**32).astype(np.uint32).view(np.int32)
 
 
 def run(batch: int, stages: int) -> str:
@@ -221,15 +171,15 @@ def run(batch: int, stages: int) -> str:
     smem = stages * STAGE_BYTES + 1024  # and room to align the ring on 1024 bytes
     kernel.max_dynamic_shared_size_bytes = smem
     rows = cupy.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(m, 9 * c))  # [M][(r, s, C)]
-    filter_map = tensor_map(rows.data.ptr, [9 * c, m], [9 * c], [128, 128])
+    filter_map = device_map(rows.data.ptr, [9 * c, m], [9 * c], [128, 128])
     input_maps = [
-        tensor_map(x.data.ptr, [c, wd, h, n], [c, wd * c, h * wd * c], [128, wd, ROWS, 1])
+        device_map(x.data.ptr, [c, wd, h, n], [c, wd * c, h * wd * c], [128, wd, ROWS, 1])
         for x in stored
     ]
     tiles_h = -(-h // ROWS)
     out = cupy.empty((n, m, h, wd), dtype=cupy.int32)
     ints = tuple(map(np.int32, (h, wd, m, tiles_h)))
-    biases = cupy.asarray(border_biases(cupy.asnumpy(w), 128))
+    biases = cupy.asarray(border_biases(cupy.asnumpy(w), 128, h))
 
     def prototype(i: int) -> Any:
         args = (filter_map, input_maps[i % 3], biases, out, *ints)
@@ -244,23 +194,9 @@ def run(batch: int, stages: int) -> str:
     def ours(i: int) -> Any:
         return convolution_integer(stored[i % 3], w, 128, zw, *geo, 1, filter_cache=kept)
 
-    halves = [
-        torch.as_tensor(x.astype(cupy.float16), device="cuda").contiguous(
-            memory_format=torch.channels_last
-        )
-        for x in xs
-    ]
-    w16 = torch.as_tensor(w.astype(cupy.float16), device="cuda").contiguous(
-        memory_format=torch.channels_last
-    )
-    torch.backends.cudnn.benchmark = True
-
-    def cudnn(i: int) -> Any:
-        return torch.nn.functional.conv2d(halves[i % 3], w16, padding=1)
-
     t_proto = bench.time_ms(prototype, 20, 15, 5) * 1e3
     t_ours = bench.time_ms(ours, 20, 15, 5) * 1e3
-    t_cudnn = bench.time_ms(cudnn, 20, 15, 5) * 1e3
+    t_cudnn = bench.time_ms(bench.cudnn_on(xs, w, case), 20, 15, 5) * 1e3
     return (
         f"| {batch} | {stages} | {t_proto:.2f} | {'yes' if exact else 'NO'} | {t_ours:.2f} "
         f"| {t_cudnn:.2f} | {t_cudnn / t_proto:.2f} | {t_cudnn / t_ours:.2f} |"

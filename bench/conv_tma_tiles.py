@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_convolution_integer as bench  # noqa: E402
 import cupy  # noqa: E402
-import torch  # noqa: E402
 
 from dmlserve.kernels.cupy_backend import _convolution_integer_tma as tma  # noqa: E402
 from dmlserve.kernels.cupy_backend.convolution_integer import (  # noqa: E402
@@ -52,21 +51,7 @@ def run(case: bench.Case, batch: int) -> list[str]:
 
         return bench.time_ms(call, 20, 15, 5) * 1e3, cache
 
-    halves = [
-        torch.as_tensor(x.astype(cupy.float16), device="cuda").contiguous(
-            memory_format=torch.channels_last
-        )
-        for x in xs
-    ]
-    w16 = torch.as_tensor(w.astype(cupy.float16), device="cuda").contiguous(
-        memory_format=torch.channels_last
-    )
-    torch.backends.cudnn.benchmark = True
-
-    def cudnn(i: int) -> Any:
-        return torch.nn.functional.conv2d(halves[i % 3], w16, padding=case.pad, stride=case.stride)
-
-    t_cudnn = bench.time_ms(cudnn, 20, 15, 5) * 1e3
+    t_cudnn = bench.time_ms(bench.cudnn_on(xs, w, case), 20, 15, 5) * 1e3
     t_kept, cache = timed(Options())
     lines = [
         f"| {case.name} | {batch} | cuDNN fp16 | {t_cudnn:.2f} | 1.00 |",
