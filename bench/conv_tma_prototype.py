@@ -96,8 +96,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             const unsigned a = base + s * STAGE + cw * 64 * 128, b = base + s * STAGE + A_BYTES;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {  // the stage's 128 channels, 32 an MMA
-                dml::wg::mma<224, true, false>(acc, tma::desc<128>(a + 32 * j),
-                                               tma::desc<128>(b + 32 * j), 1);
+                dml::wg::mma<224, true, false>(acc, dml::wg::swizzled_desc<128>(a + 32 * j),
+                                               dml::wg::swizzled_desc<128>(b + 32 * j), 1);
             }
             dml::wg::commit();
             dml::wg::wait<1>();  // the stage before is read: give it back

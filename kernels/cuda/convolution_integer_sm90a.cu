@@ -20,11 +20,19 @@
 namespace dml {
 namespace wg {
 
-// K-major shared-memory matrix descriptor: start address, leading offset (unused with a
-// swizzle), 512 bytes between 8-row groups, 64-byte swizzle (mode 2).
-__device__ __forceinline__ unsigned long long desc(unsigned addr) {
+// K-major shared-memory matrix descriptor of rows of SW bytes swizzled over SW bytes: start
+// address, leading offset (unused with a swizzle), 8 SW bytes between 8-row groups, the mode
+// (SW = 128: 1; 64: 2).
+template <int SW>
+__device__ __forceinline__ unsigned long long swizzled_desc(unsigned addr) {
+    static_assert(SW == 64 || SW == 128, "swizzle");
+    constexpr unsigned long long mode = SW == 128 ? 1ull : 2ull;
     return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-           (static_cast<unsigned long long>(512 >> 4) << 32) | (2ull << 62);
+           (static_cast<unsigned long long>(8 * SW >> 4) << 32) | (mode << 62);
+}
+// Rows of 64 bytes (the mma.sync kernel's shared layout, exactly the 64-byte swizzle).
+__device__ __forceinline__ unsigned long long desc(unsigned addr) {
+    return swizzled_desc<64>(addr);
 }
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -43,68 +51,88 @@ __device__ __forceinline__ void fence_operands(int (&d)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-// wgmma m64nNk32, its N / 2 accumulators d[0..N/2) as "+r" operands %0.., then the two
-// descriptors and the scale-d flag (1: accumulate).
-#define DML_WG_P0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-#define DML_WG_P16 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define DML_WG_P32 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
-#define DML_WG_P48 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define DML_WG_P64 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
-#define DML_WG_P80 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define DML_WG_P96 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
-#define DML_WG_P112 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define DML_WG_P0_63 DML_WG_P0 ", " DML_WG_P16 ", " DML_WG_P32 ", " DML_WG_P48
-#define DML_WG_P64_127 DML_WG_P64 ", " DML_WG_P80 ", " DML_WG_P96 ", " DML_WG_P112
-#define DML_WG_R8(i)                                                                          \
+// wgmma m64nNk32 for N a multiple of 16 from 48 to 256: the N / 2 accumulators d[0..N/2) as
+// "+r" operands %0.., then the two descriptors and the scale-d flag.
+#define DML_WG_B(a, b, c, d, e, f, g, h) \
+    "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
+#define DML_WG_L1 DML_WG_B(0, 1, 2, 3, 4, 5, 6, 7)
+#define DML_WG_L2 DML_WG_L1 ", " DML_WG_B(8, 9, 10, 11, 12, 13, 14, 15)
+#define DML_WG_L3 DML_WG_L2 ", " DML_WG_B(16, 17, 18, 19, 20, 21, 22, 23)
+#define DML_WG_L4 DML_WG_L3 ", " DML_WG_B(24, 25, 26, 27, 28, 29, 30, 31)
+#define DML_WG_L5 DML_WG_L4 ", " DML_WG_B(32, 33, 34, 35, 36, 37, 38, 39)
+#define DML_WG_L6 DML_WG_L5 ", " DML_WG_B(40, 41, 42, 43, 44, 45, 46, 47)
+#define DML_WG_L7 DML_WG_L6 ", " DML_WG_B(48, 49, 50, 51, 52, 53, 54, 55)
+#define DML_WG_L8 DML_WG_L7 ", " DML_WG_B(56, 57, 58, 59, 60, 61, 62, 63)
+#define DML_WG_L9 DML_WG_L8 ", " DML_WG_B(64, 65, 66, 67, 68, 69, 70, 71)
+#define DML_WG_L10 DML_WG_L9 ", " DML_WG_B(72, 73, 74, 75, 76, 77, 78, 79)
+#define DML_WG_L11 DML_WG_L10 ", " DML_WG_B(80, 81, 82, 83, 84, 85, 86, 87)
+#define DML_WG_L12 DML_WG_L11 ", " DML_WG_B(88, 89, 90, 91, 92, 93, 94, 95)
+#define DML_WG_L13 DML_WG_L12 ", " DML_WG_B(96, 97, 98, 99, 100, 101, 102, 103)
+#define DML_WG_L14 DML_WG_L13 ", " DML_WG_B(104, 105, 106, 107, 108, 109, 110, 111)
+#define DML_WG_L15 DML_WG_L14 ", " DML_WG_B(112, 113, 114, 115, 116, 117, 118, 119)
+#define DML_WG_L16 DML_WG_L15 ", " DML_WG_B(120, 121, 122, 123, 124, 125, 126, 127)
+#define DML_WG_O(i)                                                                           \
     "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
         "+r"(d[i + 6]), "+r"(d[i + 7])
-#define DML_WG_R32(i) DML_WG_R8(i), DML_WG_R8(i + 8), DML_WG_R8(i + 16), DML_WG_R8(i + 24)
-#define DML_WG_R64(i) DML_WG_R32(i), DML_WG_R32(i + 32)
-#define DML_WG_R112(i) DML_WG_R64(i), DML_WG_R32(i + 64), DML_WG_R8(i + 96), DML_WG_R8(i + 104)
-#define DML_WG_R128(i) DML_WG_R64(i), DML_WG_R64(i + 64)
-#define DML_WG_ASM(SHAPE, ATYPE, BTYPE, REGS, DA, DB, SCALE, OPERANDS)                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                \
-                 "wgmma.mma_async.sync.aligned." SHAPE ".s32." ATYPE "." BTYPE " {" REGS "}, " DA   \
-                 ", " DB ", p;\n}\n"                                                              \
-                 : OPERANDS                                                                       \
+#define DML_WG_O1 DML_WG_O(0)
+#define DML_WG_O2 DML_WG_O1, DML_WG_O(8)
+#define DML_WG_O3 DML_WG_O2, DML_WG_O(16)
+#define DML_WG_O4 DML_WG_O3, DML_WG_O(24)
+#define DML_WG_O5 DML_WG_O4, DML_WG_O(32)
+#define DML_WG_O6 DML_WG_O5, DML_WG_O(40)
+#define DML_WG_O7 DML_WG_O6, DML_WG_O(48)
+#define DML_WG_O8 DML_WG_O7, DML_WG_O(56)
+#define DML_WG_O9 DML_WG_O8, DML_WG_O(64)
+#define DML_WG_O10 DML_WG_O9, DML_WG_O(72)
+#define DML_WG_O11 DML_WG_O10, DML_WG_O(80)
+#define DML_WG_O12 DML_WG_O11, DML_WG_O(88)
+#define DML_WG_O13 DML_WG_O12, DML_WG_O(96)
+#define DML_WG_O14 DML_WG_O13, DML_WG_O(104)
+#define DML_WG_O15 DML_WG_O14, DML_WG_O(112)
+#define DML_WG_O16 DML_WG_O15, DML_WG_O(120)
+// NN / 16 blocks of 8 accumulators; DA, DB, SC: the operand numbers after them.
+#define DML_WG_ASM(NN, BLOCKS, DA, DB, SC, ATYPE, BTYPE)                                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SC ", 0;\n"                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #NN "k32.s32." ATYPE "." BTYPE " {"         \
+                 DML_WG_L##BLOCKS "}, %" #DA ", %" #DB ", p;\n}\n"                               \
+                 : DML_WG_O##BLOCKS                                                             \
                  : "l"(da), "l"(db), "r"(scale))
-#define DML_WG_N64(A, B) \
-    DML_WG_ASM("m64n64k32", A, B, DML_WG_P0 ", " DML_WG_P16, "%32", "%33", "%34", DML_WG_R32(0))
-#define DML_WG_N128(A, B) \
-    DML_WG_ASM("m64n128k32", A, B, DML_WG_P0_63, "%64", "%65", "%66", DML_WG_R64(0))
-#define DML_WG_N224(A, B)                                                                     \
-    DML_WG_ASM("m64n224k32", A, B, DML_WG_P0_63 ", " DML_WG_P64 ", " DML_WG_P80 ", " DML_WG_P96, \
-               "%112", "%113", "%114", DML_WG_R112(0))
-#define DML_WG_N256(A, B)                                                                 \
-    DML_WG_ASM("m64n256k32", A, B, DML_WG_P0_63 ", " DML_WG_P64_127, "%128", "%129", "%130", \
-               DML_WG_R128(0))
+#define DML_WG_CASE(NN, BLOCKS, DA, DB, SC)                                   \
+    if constexpr (N == NN) {                                                  \
+        if constexpr (WS && XS) {                                             \
+            DML_WG_ASM(NN, BLOCKS, DA, DB, SC, "s8", "s8");                   \
+        } else if constexpr (WS) {                                            \
+            DML_WG_ASM(NN, BLOCKS, DA, DB, SC, "s8", "u8");                   \
+        } else if constexpr (XS) {                                            \
+            DML_WG_ASM(NN, BLOCKS, DA, DB, SC, "u8", "s8");                   \
+        } else {                                                              \
+            DML_WG_ASM(NN, BLOCKS, DA, DB, SC, "u8", "u8");                   \
+        }                                                                     \
+    }
 
 // d (64 x N, the accumulator fragment) = A (64 x 32 bytes) * B (N x 32 bytes)^T, plus d where
 // scale is 1 (0: d's old values are ignored).
 template <int N, bool WS, bool XS>
 __device__ __forceinline__ void mma(int (&d)[N / 2], unsigned long long da, unsigned long long db,
                                     int scale = 1) {
-    if constexpr (N == 64) {
-        DML_CONV_BYTE_TYPES(DML_WG_N64, WS, XS)
-    } else if constexpr (N == 128) {
-        DML_CONV_BYTE_TYPES(DML_WG_N128, WS, XS)
-    } else if constexpr (N == 224) {
-        DML_CONV_BYTE_TYPES(DML_WG_N224, WS, XS)
-    } else {
-        static_assert(N == 256, "wgmma N");
-        DML_CONV_BYTE_TYPES(DML_WG_N256, WS, XS)
-    }
+    static_assert(N % 16 == 0 && N >= 48 && N <= 256, "wgmma N");
+    DML_WG_CASE(48, 3, 24, 25, 26)
+    DML_WG_CASE(64, 4, 32, 33, 34)
+    DML_WG_CASE(80, 5, 40, 41, 42)
+    DML_WG_CASE(96, 6, 48, 49, 50)
+    DML_WG_CASE(112, 7, 56, 57, 58)
+    DML_WG_CASE(128, 8, 64, 65, 66)
+    DML_WG_CASE(144, 9, 72, 73, 74)
+    DML_WG_CASE(160, 10, 80, 81, 82)
+    DML_WG_CASE(176, 11, 88, 89, 90)
+    DML_WG_CASE(192, 12, 96, 97, 98)
+    DML_WG_CASE(208, 13, 104, 105, 106)
+    DML_WG_CASE(224, 14, 112, 113, 114)
+    DML_WG_CASE(240, 15, 120, 121, 122)
+    DML_WG_CASE(256, 16, 128, 129, 130)
 }
-#undef DML_WG_N64
-#undef DML_WG_N128
-#undef DML_WG_N224
-#undef DML_WG_N256
+#undef DML_WG_CASE
 #undef DML_WG_ASM
-#undef DML_WG_R112
-#undef DML_WG_R128
-#undef DML_WG_R64
-#undef DML_WG_P64_127
-#undef DML_WG_P0_63
 
 __device__ __forceinline__ int swz(int row, int chunk) {
     return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
@@ -1309,9 +1337,9 @@ __global__ void __maxnreg__(wg::shift_max_registers(WM, WN, BN, ZW, GI > 0, SH, 
 namespace wg {
 #define DML_WR_ASM(ATYPE, BTYPE)                                                                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                   \
-                 "wgmma.mma_async.sync.aligned.m64n64k32.s32." ATYPE "." BTYPE " {" DML_WG_P0    \
-                 ", " DML_WG_P16 "}, {%32, %33, %34, %35}, %36, p;\n}\n"                         \
-                 : DML_WG_R32(0)                                                                 \
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32." ATYPE "." BTYPE " {" DML_WG_L4    \
+                 "}, {%32, %33, %34, %35}, %36, p;\n}\n"                                           \
+                 : DML_WG_O4                                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale))
 // d (64 x 64) = A (64 x 32 bytes, this thread's fragment registers) * B (64 x 32 bytes)^T,
 // plus d where scale is 1.
@@ -1321,8 +1349,6 @@ __device__ __forceinline__ void mma_regs(int (&d)[32], const unsigned (&a)[4],
     DML_CONV_BYTE_TYPES(DML_WR_ASM, AS, BS)
 }
 #undef DML_WR_ASM
-#undef DML_WG_R32
-#undef DML_WG_R8
 }  // namespace wg
 
 template <typename WT, typename XT, bool ZW, int KS>

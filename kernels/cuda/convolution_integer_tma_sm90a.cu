@@ -32,15 +32,6 @@ struct alignas(64) TensorMap {
     unsigned long long words[16];
 };
 
-// K-major shared-memory descriptor of a CK-byte swizzled tile (CK = 128: mode 1, 8-row groups
-// 1024 bytes apart; CK = 64: mode 2, 512).
-template <int CK>
-__device__ __forceinline__ unsigned long long desc(unsigned addr) {
-    constexpr unsigned long long mode = CK == 128 ? 1ull : 2ull;
-    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-           (static_cast<unsigned long long>(8 * CK >> 4) << 32) | (mode << 62);
-}
-
 __device__ __forceinline__ void load2d(unsigned dst, const TensorMap& map, int c0, int c1,
                                        unsigned bar) {
     asm volatile(
@@ -68,90 +59,6 @@ __device__ __forceinline__ void arrive(unsigned bar) {
 __device__ __forceinline__ void init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
-
-// wgmma m64nNk32 for N a multiple of 16 from 48 to 256: the N / 2 accumulators as "+r"
-// operands %0.., then the two descriptors and the scale-d flag.
-#define DML_TMA_B(a, b, c, d, e, f, g, h) \
-    "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
-#define DML_TMA_L1 DML_TMA_B(0, 1, 2, 3, 4, 5, 6, 7)
-#define DML_TMA_L2 DML_TMA_L1 ", " DML_TMA_B(8, 9, 10, 11, 12, 13, 14, 15)
-#define DML_TMA_L3 DML_TMA_L2 ", " DML_TMA_B(16, 17, 18, 19, 20, 21, 22, 23)
-#define DML_TMA_L4 DML_TMA_L3 ", " DML_TMA_B(24, 25, 26, 27, 28, 29, 30, 31)
-#define DML_TMA_L5 DML_TMA_L4 ", " DML_TMA_B(32, 33, 34, 35, 36, 37, 38, 39)
-#define DML_TMA_L6 DML_TMA_L5 ", " DML_TMA_B(40, 41, 42, 43, 44, 45, 46, 47)
-#define DML_TMA_L7 DML_TMA_L6 ", " DML_TMA_B(48, 49, 50, 51, 52, 53, 54, 55)
-#define DML_TMA_L8 DML_TMA_L7 ", " DML_TMA_B(56, 57, 58, 59, 60, 61, 62, 63)
-#define DML_TMA_L9 DML_TMA_L8 ", " DML_TMA_B(64, 65, 66, 67, 68, 69, 70, 71)
-#define DML_TMA_L10 DML_TMA_L9 ", " DML_TMA_B(72, 73, 74, 75, 76, 77, 78, 79)
-#define DML_TMA_L11 DML_TMA_L10 ", " DML_TMA_B(80, 81, 82, 83, 84, 85, 86, 87)
-#define DML_TMA_L12 DML_TMA_L11 ", " DML_TMA_B(88, 89, 90, 91, 92, 93, 94, 95)
-#define DML_TMA_L13 DML_TMA_L12 ", " DML_TMA_B(96, 97, 98, 99, 100, 101, 102, 103)
-#define DML_TMA_L14 DML_TMA_L13 ", " DML_TMA_B(104, 105, 106, 107, 108, 109, 110, 111)
-#define DML_TMA_L15 DML_TMA_L14 ", " DML_TMA_B(112, 113, 114, 115, 116, 117, 118, 119)
-#define DML_TMA_L16 DML_TMA_L15 ", " DML_TMA_B(120, 121, 122, 123, 124, 125, 126, 127)
-#define DML_TMA_O(i)                                                                  \
-    "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
-        "+r"(d[i + 6]), "+r"(d[i + 7])
-#define DML_TMA_O1 DML_TMA_O(0)
-#define DML_TMA_O2 DML_TMA_O1, DML_TMA_O(8)
-#define DML_TMA_O3 DML_TMA_O2, DML_TMA_O(16)
-#define DML_TMA_O4 DML_TMA_O3, DML_TMA_O(24)
-#define DML_TMA_O5 DML_TMA_O4, DML_TMA_O(32)
-#define DML_TMA_O6 DML_TMA_O5, DML_TMA_O(40)
-#define DML_TMA_O7 DML_TMA_O6, DML_TMA_O(48)
-#define DML_TMA_O8 DML_TMA_O7, DML_TMA_O(56)
-#define DML_TMA_O9 DML_TMA_O8, DML_TMA_O(64)
-#define DML_TMA_O10 DML_TMA_O9, DML_TMA_O(72)
-#define DML_TMA_O11 DML_TMA_O10, DML_TMA_O(80)
-#define DML_TMA_O12 DML_TMA_O11, DML_TMA_O(88)
-#define DML_TMA_O13 DML_TMA_O12, DML_TMA_O(96)
-#define DML_TMA_O14 DML_TMA_O13, DML_TMA_O(104)
-#define DML_TMA_O15 DML_TMA_O14, DML_TMA_O(112)
-#define DML_TMA_O16 DML_TMA_O15, DML_TMA_O(120)
-// BLOCKS = N / 16 blocks of 8 accumulators; DA, DB, SC: the operand numbers after them.
-#define DML_TMA_ASM(N, BLOCKS, DA, DB, SC, ATYPE, BTYPE)                                        \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SC ", 0;\n"                              \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.s32." ATYPE "." BTYPE " {"          \
-                 DML_TMA_L##BLOCKS "}, %" #DA ", %" #DB ", p;\n}\n"                              \
-                 : DML_TMA_O##BLOCKS                                                             \
-                 : "l"(da), "l"(db), "r"(scale))
-#define DML_TMA_CASE(N, BLOCKS, DA, DB, SC)                                   \
-    if constexpr (NP == N) {                                                  \
-        if constexpr (WS && XS) {                                             \
-            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "s8", "s8");                   \
-        } else if constexpr (WS) {                                            \
-            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "s8", "u8");                   \
-        } else if constexpr (XS) {                                            \
-            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "u8", "s8");                   \
-        } else {                                                              \
-            DML_TMA_ASM(N, BLOCKS, DA, DB, SC, "u8", "u8");                   \
-        }                                                                     \
-    }
-
-// d (64 x NP) += A (64 x 32 bytes, the filter) * B (NP x 32 bytes, the pixels)^T.
-template <int NP, bool WS, bool XS>
-__device__ __forceinline__ void mma(int (&d)[NP / 2], unsigned long long da,
-                                    unsigned long long db, int scale) {
-    static_assert(NP % 16 == 0 && NP >= 48 && NP <= 256, "wgmma N");
-    DML_TMA_CASE(48, 3, 24, 25, 26)
-    DML_TMA_CASE(64, 4, 32, 33, 34)
-    DML_TMA_CASE(80, 5, 40, 41, 42)
-    DML_TMA_CASE(96, 6, 48, 49, 50)
-    DML_TMA_CASE(112, 7, 56, 57, 58)
-    DML_TMA_CASE(128, 8, 64, 65, 66)
-    DML_TMA_CASE(144, 9, 72, 73, 74)
-    DML_TMA_CASE(160, 10, 80, 81, 82)
-    DML_TMA_CASE(176, 11, 88, 89, 90)
-    DML_TMA_CASE(192, 12, 96, 97, 98)
-    DML_TMA_CASE(208, 13, 104, 105, 106)
-    DML_TMA_CASE(224, 14, 112, 113, 114)
-    DML_TMA_CASE(240, 15, 120, 121, 122)
-    DML_TMA_CASE(256, 16, 128, 129, 130)
-}
-#undef DML_TMA_CASE
-#undef DML_TMA_ASM
-#undef DML_TMA_O
-#undef DML_TMA_B
 
 }  // namespace tma
 
@@ -350,8 +257,8 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         const unsigned b = base + s * STAGE + A_BYTES + (8 - shift + wn * NP) * CK;
 #pragma unroll
         for (int j = 0; j < CK / 32; ++j) {
-            tma::mma<NP, WS, XS>(acc, tma::desc<CK>(a + 32 * j), tma::desc<CK>(b + 32 * j),
-                                 kb > 0 || j > 0);
+            dml::wg::mma<NP, WS, XS>(acc, dml::wg::swizzled_desc<CK>(a + 32 * j),
+                                     dml::wg::swizzled_desc<CK>(b + 32 * j), kb > 0 || j > 0);
         }
         dml::wg::commit();
         dml::wg::wait<1>();  // the stage before is read: give it back
