@@ -12,9 +12,10 @@
 //
 // Warp roles: warpgroup 0's thread 0 issues the copies; its warps 1-3, while the MMAs run, load
 // the epilogue's table, work out each pixel's output offset and class and, where a filter zero
-// point is not 0, each pixel's sum S(p) (each input pixel's channels summed once, from global
-// memory, then the window's nine); the WM x WN consumer warpgroups each multiply 64 channels x
-// NP of the tile's pixels (WN = 2: the tile's first and second NP) and store the output.
+// point is not 0, each pixel's sum S(p) (the tile's input region, copied once beside the ring:
+// each input pixel's channels summed once, then the window's nine); the WM x WN consumer
+// warpgroups each multiply 64 channels x NP of the tile's pixels (WN = 2: the tile's first and
+// second NP) and store the output.
 //
 // With x0 the input with 0 outside the image, the MMAs sum x0 w; DirectML pads with z_x, so
 //   out = sum (x - z_x)(w - z_w) over the taps inside = sum x0 w - z_w S(p) + z_x T[m][class(p)],
@@ -64,19 +65,21 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 
 // Grid: tiles_m x tiles_p CTAs (M fastest: a tile's M blocks read the same input boxes at
 // about the same time), 128 (1 + WM WN) threads. Shared memory: STAGES stages of the filter
-// block and the input box on 1024 bytes; then the table's rows [BM][9], and per pixel of the
-// consumers' WN NP: its output offset in the tile, its class (-1: no output) and its sum; then,
-// where ZW, the channel sums of the tile's input pixels (region_h x region_w an image).
-// x: the input (for those sums), its pixel, row and image strides in bytes.
+// block and the input box on 1024 bytes; where ZW, the tile's input region (`region_slice`
+// bytes for each chunk of CK channels: images x region_h x region_w pixels, 0 outside the
+// image); then the table's rows [BM][9], and per pixel of the consumers' WN NP: its output
+// offset in the tile, its class (-1: no output) and its sum; then, where ZW, the channel sums
+// of the region's pixels. tmr: the region's copy descriptor (where ZW; box CK x region_w x
+// region_h x images).
 template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW>
 __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     conv_int_tma(const __grid_constant__ tma::TensorMap tmx,
-                 const __grid_constant__ tma::TensorMap tmw, const int* __restrict__ w_zp,
-                 const int* __restrict__ table, int* __restrict__ out,
-                 const unsigned char* __restrict__ x, long long xs_pixel, long long xs_row,
-                 long long xs_image, int N, int C, int H, int W, int M, int OH, int OW, int rows,
-                 int images, int tiles_m, int tiles_h, int chunks, int sh, int sw, int ph,
-                 int pw, int region_h, int region_w, int align, int zx) {
+                 const __grid_constant__ tma::TensorMap tmw,
+                 const __grid_constant__ tma::TensorMap tmr, const int* __restrict__ w_zp,
+                 const int* __restrict__ table, int* __restrict__ out, int N, int C, int M,
+                 int OH, int OW, int rows, int images, int tiles_m, int tiles_h, int chunks,
+                 int sh, int ph, int pw, int region_h, int region_w, int region_slice,
+                 int align, int zx) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // built for another target; the launcher sends work here on sm_90 only
 #elif defined(__CUDA_ARCH__)
@@ -92,16 +95,19 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     static_assert(CK == 64 || CK == 128, "CK");
     static_assert(WM * WN == 2 || WM * WN == 1, "consumers");
     extern __shared__ unsigned char smem_raw[];  // (aligned on 1024 below)
-    __shared__ __align__(8) unsigned long long bars[2 * STAGES];
+    // the ring's full and empty barriers; where ZW, the region's and the helpers'
+    __shared__ __align__(8) unsigned long long bars[2 * STAGES + 2];
     const unsigned base = (conv::smem_addr(smem_raw) + 1023u) & ~1023u;
-    int* tbl = reinterpret_cast<int*>(smem_raw + (base - conv::smem_addr(smem_raw)) +
-                                      STAGES * STAGE);
+    unsigned char* const ring = smem_raw + (base - conv::smem_addr(smem_raw));
+    const unsigned region = base + STAGES * STAGE;  // [chunks][images][region_h][region_w][CK]
+    const int area = region_h * region_w, total = images * area;  // the region's pixels
+    int* tbl = reinterpret_cast<int*>(ring + STAGES * STAGE + (ZW ? chunks * region_slice : 0));
     int* rel = tbl + BM * 9;  // [Q]: output offset from the tile's first
     int* psum = rel + Q;      // [Q]
     int* csum = psum + Q;     // [images][region_h][region_w]
-    const int csums = ZW ? images * region_h * region_w : 0;
-    signed char* cls = reinterpret_cast<signed char*>(csum + csums);  // [Q]
+    signed char* cls = reinterpret_cast<signed char*>(csum + (ZW ? total : 0));  // [Q]
     const unsigned full = conv::smem_addr(bars), empty = full + 8 * STAGES;
+    const unsigned region_bar = empty + 8 * STAGES, helpers_bar = region_bar + 8;
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = blockIdx.x % tiles_m, tp = blockIdx.x / tiles_m;
     const int m0 = tm * BM;
@@ -119,6 +125,10 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         for (int s = 0; s < STAGES; ++s) {
             tma::init(full + 8 * s, 1);          // the producer's arrival and the stage's bytes
             tma::init(empty + 8 * s, WM * WN);  // one arrival a consumer warpgroup
+        }
+        if (ZW) {
+            tma::init(region_bar, 1);
+            tma::init(helpers_bar, HELPERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -141,7 +151,19 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                 tma::load2d(stage, tmw, kb * CK, m0, full + 8 * kb);
             }
             conv::dependent_start();
-            for (int kb = 0; kb < first; ++kb) load_input(kb, base + kb * STAGE);
+            // (the region right after the first stage: the helpers' sums then take the time of
+            // the MMAs, not of the ring's first fill, which the L2's bandwidth bounds)
+            constexpr int REGION_AT = 1;
+            for (int kb = 0; kb < first; ++kb) {
+                if (ZW && kb == REGION_AT) {
+                    tma::expect_bytes(region_bar, static_cast<unsigned>(chunks * total * CK));
+                    for (int c = 0; c < chunks; ++c) {
+                        tma::load4d(region + c * region_slice, tmr, c * CK, -pw, oh0 * sh - ph,
+                                    n0, region_bar);
+                    }
+                }
+                load_input(kb, base + kb * STAGE);
+            }
             for (int kb = STAGES; kb < KT; ++kb) {
                 const int s = kb % STAGES;
                 dml::wg::bar_wait(empty + 8 * s, ((kb / STAGES) - 1) & 1);
@@ -168,32 +190,25 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             }
             conv::dependent_start();
             if constexpr (ZW) {
-                // Each input pixel's channel sum, once (0 outside the image), 8 lanes a pixel;
-                // then each output pixel's sum over its window.
-                const int lane8 = h & 7, area = region_h * region_w, total = images * area;
-                constexpr int U = 8;  // pixels a group of 8 lanes has in flight
-                // (every lane of a warp takes each round: the shuffles need all 32)
+                // Each region pixel's channel sum, once, 8 lanes a pixel (every lane of a warp
+                // takes each round: the shuffles need all 32); then each output pixel's sum
+                // over its window.
+                const int lane8 = h & 7;
+                const unsigned char* const bytes = ring + STAGES * STAGE;
+                dml::wg::bar_wait(region_bar, 0);
+                constexpr int U = 4;  // pixels a group of 8 lanes sums at once
                 for (int i0 = h >> 3; i0 - (h >> 3) < total; i0 += U * HELPERS / 8) {
-                    const unsigned char* px[U];
                     int sum[U];
 #pragma unroll
-                    for (int u = 0; u < U; ++u) {
-                        const int i = i0 + u * HELPERS / 8;
-                        const int img = i / area, rr = (i - img * area) / region_w;
-                        const int ih = oh0 * sh - ph + rr;
-                        const int iw = i - img * area - rr * region_w - pw;
-                        const int n = n0 + img;
-                        const bool in =
-                            i < total && n < N && ih >= 0 && ih < H && iw >= 0 && iw < W;
-                        px[u] = in ? x + n * xs_image + ih * xs_row + iw * xs_pixel : nullptr;
-                        sum[u] = 0;
-                    }
+                    for (int u = 0; u < U; ++u) sum[u] = 0;
                     for (int v = lane8; v < C / 16; v += 8) {
+                        const int c = v * 16 / CK, off = v * 16 - c * CK;
+                        const unsigned char* const p = bytes + c * region_slice + off;
                         uint4 b[U];
 #pragma unroll
                         for (int u = 0; u < U; ++u) {
-                            b[u] = px[u] ? *reinterpret_cast<const uint4*>(px[u] + 16 * v)
-                                         : make_uint4(0, 0, 0, 0);
+                            const int i = i0 + u * HELPERS / 8;
+                            b[u] = *reinterpret_cast<const uint4*>(p + (i < total ? i : 0) * CK);
                         }
 #pragma unroll
                         for (int u = 0; u < U; ++u) {
@@ -213,14 +228,17 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                         if (lane8 == 0 && i < total) csum[i] = sum[u];
                     }
                 }
-                asm volatile("bar.sync 2, %0;" ::"n"(HELPERS) : "memory");
+                // (the helpers meet on a shared-memory barrier rather than a named one, which
+                // the race checker orders with the named barrier after it)
+                tma::arrive(helpers_bar);
+                dml::wg::bar_wait(helpers_bar, 0);
                 for (int col = h; col < Q; col += HELPERS) {
                     const int q = col - shift < 0 ? 0 : col - shift;
                     const int img = q / per_image, row = (q - img * per_image) / OW;
                     const int ow = q - img * per_image - row * OW;
                     int sum = 0;
                     if (cls[col] >= 0) {
-                        const int* c0 = csum + (img * region_h + row * sh) * region_w + ow * sw;
+                        const int* c0 = csum + (img * region_h + row * sh) * region_w + ow * sh;
 #pragma unroll
                         for (int r = 0; r < 3; ++r) {
 #pragma unroll
@@ -305,12 +323,12 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW)                                       \
-    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW>(            \
-        const __grid_constant__ dml::tma::TensorMap,                                       \
-        const __grid_constant__ dml::tma::TensorMap, const int*, const int*, int*,         \
-        const unsigned char*, long long, long long, long long, int, int, int, int, int, int, \
-        int, int, int, int, int, int, int, int, int, int, int, int, int, int)
+#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW)                                        \
+    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW>(             \
+        const __grid_constant__ dml::tma::TensorMap,                                        \
+        const __grid_constant__ dml::tma::TensorMap,                                        \
+        const __grid_constant__ dml::tma::TensorMap, const int*, const int*, int*, int, int, \
+        int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int)
 DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false);
 DML_TMA_INST(unsigned char, signed char, 128, 224, 2, 1, 4, true);
 DML_TMA_INST(signed char, signed char, 64, 112, 1, 2, 6, true);

@@ -490,10 +490,10 @@ class TensorMap(bytes):
 
 
 # cuda.h: CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_INTERLEAVE_NONE, the swizzle modes by
-# their span in bytes, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-# (elements outside the tensor read as 0).
+# their span in bytes (0: none), CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+# CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE (elements outside the tensor read as 0).
 _MAP_UINT8, _MAP_NO_INTERLEAVE, _MAP_L2_128B, _MAP_ZERO_FILL = 0, 0, 2, 0
-_MAP_SWIZZLE = {32: 1, 64: 2, 128: 3}
+_MAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 
 
 @functools.cache
@@ -515,7 +515,8 @@ def tensor_map(
 ) -> TensorMap:
     """The tiled copy descriptor of a byte tensor at `address`: `dims` innermost first, the
     outer dimensions' `strides` in bytes (multiples of 16), the copied `box` and its
-    `element_strides`, rows of the box swizzled over `swizzle` bytes (its innermost extent);
+    `element_strides`, rows of the box swizzled over `swizzle` bytes (its innermost extent; 0:
+    not swizzled);
     elements outside the tensor are copied as 0. Raises where the driver refuses it."""
     encode = _encode_tiled()
     if encode is None:

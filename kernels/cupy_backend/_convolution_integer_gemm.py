@@ -544,8 +544,8 @@ def _tma_plan(key: tuple[Any, ...], tile: TmaTile) -> TmaPlan:
 def _shift_candidates(
     key: tuple[Any, ...], planned: _GemmPlan
 ) -> Iterator[tuple[_Choice, _GemmPlan | TmaPlan]]:
-    """`planned` (choice None), the TMA-fed kernel's tiles for the shape (where it takes it and
-    every filter zero point is 0: `tma_tiles`, best first) and, made one at a time, every other plan
+    """`planned` (choice None), the TMA-fed kernel's tiles for the shape (where it takes it:
+    `tma_tiles`, best first) and, made one at a time, every other plan
     of the shifted-window GEMM for `key` with its choice: each of its tiles, reading the input where
     it lies (where the planes allow) or transformed, with K unsplit or split over 2 to
     `_SHIFT_MAX_SPLITS` CTAs (at most one per channel chunk), where the tile's stages fit shared

@@ -9,7 +9,9 @@ output rows and columns have taps outside the image (pads of 0 or 1), at least 2
 and an input whose channels are consecutive bytes with pixel, row and image strides that are
 multiples of 16 bytes, on 16 bytes. A registered operator's first call of a shape times its
 tiles beside the shifted-window GEMM's plans (`_convolution_integer_gemm._tuned`) and keeps the
-fastest, where every filter zero point is 0 (see `tma_tiles`); `Options.tma` forces a tile.
+fastest; `Options.tma` forces a tile. Where a filter zero point is not 0, each tile also copies
+its input region (the pixels under its windows, every channel) once beside the ring, for the
+pixel sums.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ def _shape_fits(
     q: _Problem, x_shape: tuple[int, ...], x_strides: tuple[int, ...], alignment: int
 ) -> bool:
     """Whether the kernel takes the shape and the input's layout (`alignment`: of its first
-    byte's address, which the copy descriptor and the pixel sums' loads need on 16 bytes)."""
+    byte's address, which the copy descriptors need on 16 bytes)."""
     return (
         alignment % 16 == 0
         and q.g == 1
@@ -159,20 +161,33 @@ def _region(q: _Problem, rows: int) -> tuple[int, int]:
     return (rows - 1) * q.sh + 3, (q.ow - 1) * q.sw + 3
 
 
-def _after_stages(q: _Problem, wm: int, np_: int, rows: int, images: int) -> int:
-    """Shared bytes past the ring: the table's rows, each consumer pixel's output offset, sum
-    and class, and the channel sums of the tile's input pixels (where a filter zero point is
-    not 0; counted always, so that a tile fits either way)."""
+def _region_slice(q: _Problem, rows: int, images: int) -> int:
+    """Shared bytes of one chunk of CK channels of a tile's input region (on 128 bytes, where
+    a copy lands)."""
+    region_h, region_w = _region(q, rows)
+    return -(-images * region_h * region_w * _ck(q) // 128) * 128
+
+
+def _region_fits(q: _Problem, rows: int) -> bool:
+    """Whether a tile's input region is one copy's box (an image's rows and columns)."""
+    return max(_region(q, rows)) <= _BOX_LIMIT
+
+
+def _after_stages(q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool) -> int:
+    """Shared bytes past the ring: where a filter zero point is not 0 (`zw`), the tile's input
+    region and its pixels' channel sums; the table's rows; each consumer pixel's output
+    offset, sum and class."""
     pixels = (2 // wm) * np_
     region_h, region_w = _region(q, rows)
-    return 4 * (9 * 64 * wm + 2 * pixels + images * region_h * region_w) + pixels
+    sums = q.c // _ck(q) * _region_slice(q, rows, images) + 4 * images * region_h * region_w
+    return (sums if zw else 0) + 4 * (9 * 64 * wm + 2 * pixels) + pixels
 
 
-def _stages(q: _Problem, wm: int, np_: int, rows: int, images: int) -> int:
+def _stages(q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool) -> int:
     """The ring's stages that fit shared memory (at most one per K step), or 0."""
     ck, bm, wn = _ck(q), 64 * wm, 2 // wm
     stage = (bm + wn * np_ + _BOX_ROW) * ck
-    room = _SMEM_CTA - _ALIGN_SLACK - _after_stages(q, wm, np_, rows, images)
+    room = _SMEM_CTA - _ALIGN_SLACK - _after_stages(q, wm, np_, rows, images, zw)
     stages = min(_MAX_STAGES, 9 * q.c // ck, room // stage)
     return stages if stages >= _MIN_STAGES else 0
 
@@ -195,13 +210,10 @@ def tma_tiles(
     zw: bool,
 ) -> list[TmaTile]:
     """The tiles worth timing for the shape, best first by the ranking model (at most
-    `_CANDIDATES` of them, each with its ring's stage counts); empty where the kernel does not
-    take the shape or the GPU is not sm_90, and where some filter zero point is not 0 (`zw`):
-    the kernel's pixel-sum path is exact and clean under compute-sanitizer's memcheck, but its
-    racecheck reports hazards between the helper warps' shared writes and the reads behind
-    their 96-thread named barrier that are not yet explained, so only a forced tile
-    (`Options.tma`) runs it."""
-    if zw or compute_capability(device) != 90:
+    `_CANDIDATES` of them, each with its ring's stage counts; `zw`: some filter zero point is
+    not 0, the tiles' input regions in shared memory too); empty where the kernel does not take
+    the shape or the GPU is not sm_90."""
+    if compute_capability(device) != 90:
         return []
     if not _shape_fits(q, x_shape, x_strides, alignment):
         return []
@@ -213,8 +225,10 @@ def tma_tiles(
         for rows, images in spans:
             if (rows - 1) * q.sh + 1 > _BOX_LIMIT or not _offsets_fit(q, images):
                 continue
+            if zw and not _region_fits(q, rows):
+                continue
             np_ = _np(q, rows, images, 2 // wm)
-            stages = _stages(q, wm, np_, rows, images) if np_ else 0
+            stages = _stages(q, wm, np_, rows, images, zw) if np_ else 0
             if not np_ or not stages:
                 continue
             ctas = -(-q.m // (64 * wm)) * -(-q.n // images) * -(-q.oh // rows)
@@ -231,6 +245,9 @@ def tma_tiles(
     return tiles
 
 
+_Layout = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int]
+
+
 @dataclass(frozen=True)
 class TmaPlan:
     """A call of the TMA-fed kernel on one shape and tile, all but the data."""
@@ -239,9 +256,10 @@ class TmaPlan:
     tile: TmaTile
     zw: bool  # some filter zero point is not 0: the kernel sums each pixel's bytes
     classes: tuple[tuple[int, int, int], tuple[int, int, int]]  # (see `_classes`)
-    # the input's copy descriptor but its address: `tensor_map`'s dims, strides, box, element
-    # strides and swizzle
-    x_layout: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int]
+    # the input's copy descriptors but their address: `tensor_map`'s dims, strides, box,
+    # element strides and swizzle; the stages' boxes, and (where `zw`) the tile's region's
+    x_layout: _Layout
+    region_layout: _Layout | None
     gemm: Launch
     scalars: tuple[np.integer[Any], ...]  # after the arrays
     kernel: Literal["wgmma_tma"] = "wgmma_tma"  # the GEMM's name (its `Kernel`)
@@ -280,8 +298,9 @@ class TmaPlan:
         # (`rows`, which `tmw` points into, lives past the launch)
         rows, table, zp_dev, tmw, kept = self._filter(w, w_zp, cache)
         tmx = tensor_map(x.data.ptr, *self.x_layout)
+        tmr = tmx if self.region_layout is None else tensor_map(x.data.ptr, *self.region_layout)
         # a kept filter is all it reads before the grid ahead of it completes
-        launch_packed(self.gemm, (tmx, tmw, zp_dev, table, out, x, *self.scalars), kept)
+        launch_packed(self.gemm, (tmx, tmw, tmr, zp_dev, table, out, *self.scalars), kept)
         del rows
 
 
@@ -339,9 +358,10 @@ def tma_plan(
         and (single and 1 <= tile.rows <= q.oh or not single and tile.rows == q.oh)
         and 1 <= tile.images <= min(q.n, _BOX_LIMIT)
         and (tile.rows - 1) * q.sh + 1 <= _BOX_LIMIT
+        and (not zw or _region_fits(q, tile.rows))
         and _offsets_fit(q, tile.images)
         and np_ is not None
-        and _MIN_STAGES <= tile.stages <= _stages(q, wm, np_, tile.rows, tile.images)
+        and _MIN_STAGES <= tile.stages <= _stages(q, wm, np_, tile.rows, tile.images, zw)
     )
     if not fits or np_ is None:
         raise ValueError(f"the TMA-fed kernel's tile {tile} does not fit this shape")
@@ -350,21 +370,22 @@ def tma_plan(
     tiles_h = -(-q.oh // tile.rows)
     ctas = tiles_m * -(-q.n // tile.images) * tiles_h
     smem = _ALIGN_SLACK + tile.stages * (bm + wn * np_ + _BOX_ROW) * ck
-    smem += _after_stages(q, wm, np_, tile.rows, tile.images)
+    smem += _after_stages(q, wm, np_, tile.rows, tile.images, zw)
     kernel: Launch = launch(
         TMA_SOURCE, "conv_int_tma", np.dtype(w_dtype), np.dtype(x_dtype), ck, np_, wm, wn,
         tile.stages, zw, grid=(ctas, 1, 1), block=(_WARPGROUP * (1 + wm * wn), 1, 1),
         shared_mem=smem, options=_OPTIONS,
     )  # fmt: skip
-    sizes = (q.n, q.c, q.h, q.wd, q.m, q.oh, q.ow, tile.rows, tile.images, tiles_m, tiles_h,
-             q.c // ck, q.sh, q.sw, q.ph, q.pw, *_region(q, tile.rows),
+    region_h, region_w = _region(q, tile.rows)
+    sizes = (q.n, q.c, q.m, q.oh, q.ow, tile.rows, tile.images, tiles_m, tiles_h, q.c // ck,
+             q.sh, q.ph, q.pw, region_h, region_w, _region_slice(q, tile.rows, tile.images),
              _aligned(q, tile.rows, tile.images), wrap32(q.zx))  # fmt: skip
-    scalars: tuple[np.integer[Any], ...] = (
-        *(np.int64(v) for v in strides), *(np.int32(v) for v in sizes),
-    )  # fmt: skip
+    scalars = tuple(np.int32(v) for v in sizes)
+    dims = (q.c, q.wd, q.h, q.n)
     x_layout = (
-        (q.c, q.wd, q.h, q.n), strides,
+        dims, strides,
         (ck, (q.ow - 1) * q.sw + 1, (tile.rows - 1) * q.sh + 1, tile.images), (1, q.sw, q.sh, 1),
         ck,
     )  # fmt: skip
-    return TmaPlan(q, tile, zw, classes, x_layout, kernel, scalars)
+    region_layout = (dims, strides, (ck, region_w, region_h, tile.images), (1, 1, 1, 1), 0)
+    return TmaPlan(q, tile, zw, classes, x_layout, region_layout if zw else None, kernel, scalars)
