@@ -36,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+import conv_report  # noqa: E402
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -196,12 +197,6 @@ def kept_plan(filter_cache: dict[Any, Any]) -> str:
     if isinstance(choice, TmaTile):
         return f"TMA wm={choice.wm} rows={choice.rows} images={choice.images} st={choice.stages}"
     return f"shift {choice}"
-
-
-def cudnn_modes(row: dict[str, Any]) -> str:
-    """cuDNN's two algorithm choices' times, as the detail lines give them."""
-    autotuned, heuristic = row["cudnn_fp16_autotuned_ms"], row["cudnn_fp16_heuristic_ms"]
-    return f"autotuned {autotuned * 1e3:.1f} us, heuristic {heuristic * 1e3:.1f} us"
 
 
 def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict[str, Any]:
@@ -378,10 +373,6 @@ def run_case(case: Case, batch: int, inner: int, reps: int, sweep: bool) -> dict
     return row
 
 
-def fmt(v: float | None, spec: str) -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=32)
@@ -422,106 +413,17 @@ def main() -> None:
         "batch": args.batch,
         "command": " ".join(sys.argv),
     }
-    print(f"# CONVOLUTION_INTEGER benchmark — {header['device']} ({header['sms']} SMs)")
-    print(
-        f"{header['date']}; torch {header['torch']}, cuDNN {header['cudnn']}, CuPy "
-        f"{header['cupy']}, CUDA runtime {header['cuda_runtime']}; batch {args.batch}; "
-        "u8 input (z_x = 128) x s8 filter; medians of CUDA-event-timed batches.\n"
-    )
-    print(
-        "| layer | ours ms | ours TOPS | kernels TOPS | cuDNN fp16 TOPS | ours/cuDNN "
-        "| unfold+_int_mm TOPS | ours/unfold | _int_mm GEMM TOPS | ours/GEMM | host us "
-        "| registered ms | registered/cuDNN |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print(conv_report.header_text(header), flush=True)
     rows = []
     for case in cases:
         r = run_case(case, args.batch, inner, reps, args.sweep)
         rows.append(r)
-        un = r.get("unfold_int_mm_ms")
-        gm = r.get("int_mm_gemm_ms")
-        print(
-            f"| {r['case']} | {r['ours_ms']:.4f} | {r['ours_tops']:.1f} "
-            f"| {fmt(r.get('ours_kernels_tops'), '.1f')} | {r['cudnn_fp16_tops']:.1f} "
-            f"| {r['cudnn_fp16_ms'] / r['ours_ms']:.2f} "
-            f"| {fmt(r.get('unfold_int_mm_tops'), '.1f')} "
-            f"| {fmt(un and un / r['ours_ms'], '.2f')} | {fmt(r.get('int_mm_gemm_tops'), '.1f')} "
-            f"| {fmt(gm and gm / r['ours_ms'], '.2f')} | {r['host_us']:.0f} "
-            f"| {r['registered_ms']:.4f} | {r['cudnn_fp16_ms'] / r['registered_ms']:.2f} |",
-            flush=True,
-        )
+        print(conv_report.row_line(r), flush=True)
         if args.json:
             args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=2))
-    last_rows = [r for r in rows if "channels_last_ms" in r]
-    if last_rows:
-        print(
-            "\nThe same layers on the same values stored (N, H, W, C), as cuDNN's input is "
-            "(ours read where they lie):\n\n| layer | GEMM | ms | registered plan | registered ms "
-            "| ours/cuDNN | registered/cuDNN |\n|---|---|---|---|---|---|---|"
-        )
-        for r in last_rows:
-            print(
-                f"| {r['case']} | {r['channels_last_kernel']} | {r['channels_last_ms']:.4f} "
-                f"| {r['channels_last_registered_plan']} | {r['channels_last_registered_ms']:.4f} "
-                f"| {r['cudnn_fp16_ms'] / r['channels_last_ms']:.2f} "
-                f"| {r['cudnn_fp16_ms'] / r['channels_last_registered_ms']:.2f} |",
-                flush=True,
-            )
-    for r in rows:
-        if "ours_tiled_ms" in r:  # depthwise: band kernel (the default) against the tiled one
-            copy_gb = (r["x_bytes"] + r["out_bytes"]) / 1e9
-            print(
-                f"\ndepthwise {r['case']}: band {r['ours_ms'] * 1e3:.1f} us "
-                f"({copy_gb / (r['ours_ms'] * 1e-3):.0f} GB/s in+out), "
-                f"band multiply-add form {r['ours_band_madd_ms'] * 1e3:.1f} us, "
-                f"tiled {r['ours_tiled_ms'] * 1e3:.1f} us, "
-                f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us ({cudnn_modes(r)}); "
-                f"band/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
-                f"band/tiled {r['ours_tiled_ms'] / r['ours_ms']:.2f}x",
-                flush=True,
-            )
-    for r in rows:
-        if "ours_previous_ms" in r:  # a newer kernel against the path before it
-            copy_gb = (r["x_bytes"] + r["out_bytes"]) / 1e9
-            previous_name = {
-                "shifted-window GEMM": "tap-by-tap wgmma GEMM",
-                "NCHW-reading GEMM": "shifted-window GEMM on the transformed input",
-            }.get(r["kernel"], "tensor-core GEMM path")
-            print(
-                f"\n{r['kernel']} {r['case']}: {r['ours_ms'] * 1e3:.1f} us "
-                f"({copy_gb / (r['ours_ms'] * 1e-3):.0f} GB/s in+out), registered "
-                f"{r['registered_ms'] * 1e3:.1f} us, {previous_name} "
-                f"{r['ours_previous_ms'] * 1e3:.1f} us (registered "
-                f"{r['ours_previous_registered_ms'] * 1e3:.1f} us), "
-                f"cuDNN fp16 {r['cudnn_fp16_ms'] * 1e3:.1f} us ({cudnn_modes(r)}); "
-                f"ours/cuDNN {r['cudnn_fp16_ms'] / r['ours_ms']:.2f}x, "
-                f"registered/cuDNN {r['cudnn_fp16_ms'] / r['registered_ms']:.2f}x, "
-                f"ours/previous {r['ours_previous_ms'] / r['ours_ms']:.2f}x "
-                f"(registered {r['ours_previous_registered_ms'] / r['registered_ms']:.2f}x)"
-                + (
-                    f"; K unsplit, registered {r['unsplit_registered_ms'] * 1e3:.1f} us"
-                    if "unsplit_registered_ms" in r
-                    else ""
-                )
-                + (
-                    f"; the {r['pointwise_form']} form ran; forms: "
-                    + ", ".join(
-                        f"{form} {ms * 1e3:.1f} us" for form, ms in r["pointwise_forms_ms"].items()
-                    )
-                    if "pointwise_forms_ms" in r
-                    else ""
-                ),
-                flush=True,
-            )
-    if args.sweep:
-        keys = list(dict.fromkeys(k for r in rows for k in r.get("tiles", {})))
-        print("\n| layer | " + " | ".join(f"{t} ms" for t in keys) + " |")
-        print("|---|" + "---|" * len(keys))
-        for r in rows:
-            if "tiles" not in r:
-                continue
-            cells = " | ".join(fmt(r["tiles"].get(k), ".4f") for k in keys)
-            print(f"| {r['case']} | {cells} |")
+    tail = conv_report.tail_text(rows, args.sweep)
+    if tail:
+        print(tail, flush=True)
 
 
 if __name__ == "__main__":
