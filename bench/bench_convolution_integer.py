@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CONVOLUTION_INTEGER (CuPy raw CUDA) against cuDNN fp16 channels-last and unfold + _int_mm.
 
-Usage: python bench/bench_convolution_integer.py [--batch 32] [--json PATH] [--quick]
-       [--only NAME ...] [--profile [--channels-last]]
+Usage: python bench/bench_convolution_integer.py [--batch 32] [--json PATH] [--quick] [--sweep]
+       [--only-3x3] [--only NAME ...] [--profile [--channels-last]]
 
 Times are medians of CUDA-event-timed batches of back-to-back calls after warm-up; a GPU spin
 (`torch.cuda._sleep`, ~1 ms per call) is queued before each batch so that host-side launch

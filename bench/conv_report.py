@@ -1,6 +1,7 @@
 """The CONVOLUTION_INTEGER benchmark's report, in Markdown: printed by
 `bench_convolution_integer.py` as it measures each layer, and made again from a run's JSON by
-``python3 bench/conv_report.py RUN.json`` (no GPU, CuPy or PyTorch needed)."""
+``python3 bench/conv_report.py RUN.json`` (no GPU, CuPy or PyTorch needed) for the runs whose
+rows have this report's fields (those from 2026-11-24 on)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,8 @@ def report(header: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The whole report of a run."""
     sweep = any("tiles" in r for r in rows)
     lines = [header_text(header), *map(row_line, rows)]
-    return "\n".join([*lines, tail_text(rows, sweep)])
+    tail = tail_text(rows, sweep)
+    return "\n".join([*lines, tail] if tail else lines)
 
 
 def main() -> None:

@@ -67,10 +67,10 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 // about the same time), 128 (1 + WM WN) threads. Shared memory: STAGES stages of the filter
 // block and the input box on 1024 bytes; where ZW, the tile's input region (`region_slice`
 // bytes for each chunk of CK channels: images x region_h x region_w pixels, 0 outside the
-// image); then the table's rows [BM][9], and per pixel of the consumers' WN NP: its output
-// offset in the tile, its class (-1: no output) and its sum; then, where ZW, the channel sums
-// of the region's pixels. tmr: the region's copy descriptor (where ZW; box CK x region_w x
-// region_h x images).
+// image); then the table's rows [BM][9]; per pixel of the consumers' WN NP its output offset
+// in the tile, then its sum; where ZW, the channel sums of the region's pixels; per consumer
+// pixel its class (-1: no output). tmr: the region's copy descriptor (where ZW; box CK x
+// region_w x region_h x images).
 template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW>
 __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     conv_int_tma(const __grid_constant__ tma::TensorMap tmx,
@@ -93,6 +93,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     constexpr int HELPERS = 96;  // warpgroup 0's warps 1-3
     constexpr int Q = WN * NP;   // the consumers' pixels
     static_assert(CK == 64 || CK == 128, "CK");
+    static_assert(STAGES >= 2, "the region's copy follows the first stage's");
     static_assert(WM * WN == 2 || WM * WN == 1, "consumers");
     extern __shared__ unsigned char smem_raw[];  // (aligned on 1024 below)
     // the ring's full and empty barriers; where ZW, the region's and the helpers'

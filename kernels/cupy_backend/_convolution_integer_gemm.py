@@ -430,8 +430,8 @@ def tensor_core(
     that form, reading the input where it lies, numbers its virtual pixels with the pads shared
     by neighbouring rows and images (see `_virtual_grid`): None, where its model expects that to
     be faster. `tune`: with a `filter_cache` and nothing forced, the shifted-window GEMM's plans
-    and (where every filter zero point is 0) the TMA-fed kernel's tiles are timed on the first
-    call of each shape and the fastest kept (see `_tuned`). `tma`: the TMA-fed kernel runs with
+    and the TMA-fed kernel's tiles (where it takes the shape) are timed on the first call of
+    each shape and the fastest kept (see `_tuned`). `tma`: the TMA-fed kernel runs with
     this tile (ValueError where it does not take the shape or the tile does not fit; needs
     `kernel` "wgmma")."""
     import cupy

@@ -175,8 +175,8 @@ def _region_fits(q: _Problem, rows: int) -> bool:
 
 def _after_stages(q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool) -> int:
     """Shared bytes past the ring: where a filter zero point is not 0 (`zw`), the tile's input
-    region and its pixels' channel sums; the table's rows; each consumer pixel's output
-    offset, sum and class."""
+    region; the table's rows; each consumer pixel's output offset and sum; where `zw`, the
+    region's pixels' channel sums; each consumer pixel's class (a byte)."""
     pixels = (2 // wm) * np_
     region_h, region_w = _region(q, rows)
     sums = q.c // _ck(q) * _region_slice(q, rows, images) + 4 * images * region_h * region_w

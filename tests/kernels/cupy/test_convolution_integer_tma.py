@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 
 from dmlserve.kernels import reference
-from dmlserve.kernels.cupy_backend._convolution_integer_tma import TmaTile, _masks, _table
+from dmlserve.kernels.cupy_backend._convolution_integer_tma import (
+    TmaTile,
+    _masks,
+    _region,
+    _region_fits,
+    _table,
+)
+from dmlserve.kernels.cupy_backend.convolution_integer import _Problem
 
 from ._conv_support import (
     PAIRS,
@@ -51,6 +58,19 @@ def test_tap_masks(
     count: int, stride: int, pad: int, size: int, masks: tuple[int, int, int] | None
 ) -> None:
     assert _masks(count, stride, pad, size) == masks
+
+
+@pytest.mark.parametrize(
+    ("width", "stride", "fits"), [(254, 1, True), (255, 1, False), (254, 2, True), (255, 2, False)]
+)
+def test_region_box_limit(width: int, stride: int, fits: bool) -> None:
+    """Where a filter zero point is not 0, a tile copies its input region in one box a chunk:
+    (OW - 1) stride + 3 columns, at most the copy engine's 256."""
+    ow = (width + 2 - 3) // stride + 1
+    q = _Problem(1, 64, 8, width, 64, 64, 3, 3, 1, 3, ow, stride, stride, 1, 1, 1, 1, 128,
+                 np.zeros(64, np.int32))  # fmt: skip
+    assert _region(q, 1)[1] == (ow - 1) * stride + 3
+    assert _region_fits(q, 1) == fits
 
 
 @pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
