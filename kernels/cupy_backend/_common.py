@@ -223,8 +223,12 @@ def plane_alignment(shape: Sequence[int], strides: Sequence[int], address: int) 
     )
 
 
-def wrap32(v: int) -> int:
-    """v as the int32 with the same bits modulo 2^32 (what a kernel's wrapping int32 sums see)."""
+_Wrapped = TypeVar("_Wrapped", int, "np.ndarray[Any, Any]")
+
+
+def wrap32(v: _Wrapped) -> _Wrapped:
+    """v (an int, or an integer array wide enough for v + 2^31) as the int32 with the same
+    bits modulo 2^32 (what a kernel's wrapping int32 sums see)."""
     return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 

@@ -325,7 +325,7 @@ def _table(
     terms = -(taps @ inside) + zw * c * inside.sum(axis=0)[None, :]
     out = np.zeros((-(-m // bm) * bm, 9), np.int64)
     out[:m] = terms
-    return ((out + 2**31) % 2**32 - 2**31).astype(np.int32)
+    return wrap32(out).astype(np.int32)
 
 
 @functools.lru_cache(maxsize=256)
