@@ -195,7 +195,7 @@ def kept_plan(filter_cache: dict[Any, Any]) -> str:
     if choice is None:
         return "planned"
     if isinstance(choice, TmaTile):
-        return f"TMA wm={choice.wm} rows={choice.rows} images={choice.images} st={choice.stages}"
+        return str(choice)
     return f"shift {choice}"
 
 

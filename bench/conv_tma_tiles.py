@@ -59,10 +59,7 @@ def run(case: bench.Case, batch: int) -> list[str]:
     ]
     for tile in tiles:
         t_tile, _ = timed(Options(tma=tile))
-        lines.append(
-            f"| {case.name} | {batch} | TMA wm={tile.wm} rows={tile.rows} images={tile.images} "
-            f"st={tile.stages} | {t_tile:.2f} | {t_cudnn / t_tile:.2f} |"
-        )
+        lines.append(f"| {case.name} | {batch} | {tile} | {t_tile:.2f} | {t_cudnn / t_tile:.2f} |")
     return lines
 
 

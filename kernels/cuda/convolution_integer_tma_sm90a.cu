@@ -71,7 +71,17 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 // in the tile, then its sum; where ZW, the channel sums of the region's pixels; per consumer
 // pixel its class (-1: no output). tmr: the region's copy descriptor (where ZW; box CK x
 // region_w x region_h x images).
-template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW>
+//
+// WIN (stride 1, ZW false): the shifted-window form. The K steps run chunk by chunk, its nine
+// taps in turn; each chunk's input region (images x region_h x region_w pixels, CK channels,
+// swizzled as the stages' boxes) is copied once into one of two window buffers (`region_slice`
+// bytes each, on 1024 bytes) and every tap's B operand starts r region_w + s rows into it: a
+// consumer column is a region pixel (img, row, col) whose output (row, col) exists where col <
+// OW; the ring's stages hold the filter blocks alone. The copies bring each input byte of a
+// tile once rather than nine times, for ~3-5% more MMA columns (the two right-hand pad
+// columns of each row).
+template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW,
+          bool WIN>
 __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     conv_int_tma(const __grid_constant__ tma::TensorMap tmx,
                  const __grid_constant__ tma::TensorMap tmw,
@@ -88,27 +98,33 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     constexpr int BM = 64 * WM;
     // the box lands 8 rows into its block (a swizzle atom): a consumer may start reading up to
     // 7 rows before it (`shift`)
-    constexpr int A_BYTES = BM * CK, B_BYTES = (WN * NP + 8) * CK, STAGE = A_BYTES + B_BYTES;
+    constexpr int A_BYTES = BM * CK, B_BYTES = WIN ? 0 : (WN * NP + 8) * CK;
+    constexpr int STAGE = A_BYTES + B_BYTES;
     constexpr int CONSUMERS = 128 * WM * WN;
     constexpr int HELPERS = 96;  // warpgroup 0's warps 1-3
     constexpr int Q = WN * NP;   // the consumers' pixels
     static_assert(CK == 64 || CK == 128, "CK");
     static_assert(STAGES >= 2, "the region's copy follows the first stage's");
+    static_assert(!(WIN && ZW), "the shifted-window form takes filter zero points of 0");
     static_assert(WM * WN == 2 || WM * WN == 1, "consumers");
     extern __shared__ unsigned char smem_raw[];  // (aligned on 1024 below)
-    // the ring's full and empty barriers; where ZW, the region's and the helpers'
-    __shared__ __align__(8) unsigned long long bars[2 * STAGES + 2];
+    // the ring's full and empty barriers; where ZW, the region's and the helpers'; where WIN,
+    // the two window buffers' full and empty barriers
+    __shared__ __align__(8) unsigned long long bars[2 * STAGES + 4];
     const unsigned base = (conv::smem_addr(smem_raw) + 1023u) & ~1023u;
     unsigned char* const ring = smem_raw + (base - conv::smem_addr(smem_raw));
-    const unsigned region = base + STAGES * STAGE;  // [chunks][images][region_h][region_w][CK]
+    // ZW: [chunks][images][region_h][region_w][CK]; WIN: two window buffers, [rows][CK] each
+    const unsigned region = base + STAGES * STAGE;
     const int area = region_h * region_w, total = images * area;  // the region's pixels
-    int* tbl = reinterpret_cast<int*>(ring + STAGES * STAGE + (ZW ? chunks * region_slice : 0));
+    int* tbl = reinterpret_cast<int*>(ring + STAGES * STAGE +
+                                      (ZW ? chunks * region_slice : (WIN ? 2 * region_slice : 0)));
     int* rel = tbl + BM * 9;  // [Q]: output offset from the tile's first
     int* psum = rel + Q;      // [Q]
     int* csum = psum + Q;     // [images][region_h][region_w]
     signed char* cls = reinterpret_cast<signed char*>(csum + (ZW ? total : 0));  // [Q]
     const unsigned full = conv::smem_addr(bars), empty = full + 8 * STAGES;
     const unsigned region_bar = empty + 8 * STAGES, helpers_bar = region_bar + 8;
+    const unsigned win_full = region_bar, win_empty = win_full + 16;  // [2] each (WIN)
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = blockIdx.x % tiles_m, tp = blockIdx.x / tiles_m;
     const int m0 = tm * BM;
@@ -121,7 +137,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     // the tile's first output offset modulo 8, so that each 8 columns (32 bytes of a channel's
     // output) start on a 32-byte sector (the launcher sets `align` where every channel's plane
     // is a multiple of 8 pixels and a tile's rows are not).
-    const int shift = align ? (oh0 * OW) & 7 : 0;
+    const int shift = !WIN && align ? (oh0 * OW) & 7 : 0;
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             tma::init(full + 8 * s, 1);          // the producer's arrival and the stage's bytes
@@ -131,15 +147,35 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             tma::init(region_bar, 1);
             tma::init(helpers_bar, HELPERS);
         }
+        if (WIN) {
+            for (int b = 0; b < 2; ++b) {
+                tma::init(win_full + 8 * b, 1);
+                tma::init(win_empty + 8 * b, WM * WN);
+            }
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    // Stage kb: tap kb / chunks = (r, s), channels (kb % chunks) CK..; the filter's K is kb CK.
+    // Stage kb: tap (r, s) and channels c CK.. of the filter's K (tap C + c CK): tap kb / chunks,
+    // chunk kb % chunks; where WIN, chunk kb / 9, tap kb % 9.
+    auto tap_of = [&](int kb) { return WIN ? kb % 9 : kb / chunks; };
+    auto chunk_of = [&](int kb) { return WIN ? kb / 9 : kb % chunks; };
+    auto load_filter = [&](int kb, unsigned stage) {
+        tma::load2d(stage, tmw, tap_of(kb) * C + chunk_of(kb) * CK, m0, full + 8 * (kb % STAGES));
+    };
     auto load_input = [&](int kb, unsigned stage) {
-        const int tap = kb / chunks, c = kb - tap * chunks;
+        const int tap = tap_of(kb), c = chunk_of(kb);
         const int r = tap / 3, s = tap - 3 * r;
         tma::load4d(stage + A_BYTES + 8 * CK, tmx, c * CK, s - pw, oh0 * sh - ph + r, n0,
                     full + 8 * (kb % STAGES));
+    };
+    // WIN: chunk c's region into window buffer c % 2 (tmx's box: CK x region_w x region_h x
+    // images), once the consumers are done with chunk c - 2's
+    auto load_window = [&](int c) {
+        const int b = c & 1;
+        if (c >= 2) dml::wg::bar_wait(win_empty + 8 * b, ((c >> 1) - 1) & 1);
+        tma::expect_bytes(win_full + 8 * b, static_cast<unsigned>(total * CK));
+        tma::load4d(region + b * region_slice, tmx, c * CK, -pw, oh0 - ph, n0, win_full + 8 * b);
     };
     if (wg == 0) {
         if (tid == 0) {
@@ -148,10 +184,13 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             const int first = KT < STAGES ? KT : STAGES;
             for (int kb = 0; kb < first; ++kb) {
                 const unsigned stage = base + kb * STAGE;
-                tma::expect_bytes(full + 8 * kb, A_BYTES + box_bytes);
-                tma::load2d(stage, tmw, kb * CK, m0, full + 8 * kb);
+                tma::expect_bytes(full + 8 * kb, A_BYTES + (WIN ? 0u : box_bytes));
+                load_filter(kb, stage);
             }
             conv::dependent_start();
+            if (WIN) {  // the chunks whose filter blocks are in (the others' with their first)
+                for (int c = 0; c <= (first - 1) / 9; ++c) load_window(c);
+            }
             // (the region right after the first stage: the helpers' sums then take the time of
             // the MMAs, not of the ring's first fill, which the L2's bandwidth bounds)
             constexpr int REGION_AT = 1;
@@ -163,15 +202,16 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                                     n0, region_bar);
                     }
                 }
-                load_input(kb, base + kb * STAGE);
+                if (!WIN) load_input(kb, base + kb * STAGE);
             }
             for (int kb = STAGES; kb < KT; ++kb) {
                 const int s = kb % STAGES;
+                if (WIN && tap_of(kb) == 0) load_window(chunk_of(kb));
                 dml::wg::bar_wait(empty + 8 * s, ((kb / STAGES) - 1) & 1);
                 const unsigned stage = base + s * STAGE;
-                tma::expect_bytes(full + 8 * s, A_BYTES + box_bytes);
-                tma::load2d(stage, tmw, kb * CK, m0, full + 8 * s);
-                load_input(kb, stage);
+                tma::expect_bytes(full + 8 * s, A_BYTES + (WIN ? 0u : box_bytes));
+                load_filter(kb, stage);
+                if (!WIN) load_input(kb, stage);
             }
         } else if (tid >= 32) {
             // While the MMAs run: the table's rows, each pixel's output offset and class.
@@ -179,13 +219,16 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             for (int i = h; i < BM * 9; i += HELPERS) tbl[i] = table[m0 * 9 + i];
             const int per_image = rows * OW;
             for (int col = h; col < Q; col += HELPERS) {
+                // (WIN: the column is the region pixel (img, row, ow) of rows region_w wide)
                 const int q = col - shift < 0 ? 0 : col - shift;
-                const int img = q / per_image, row = (q - img * per_image) / OW;
-                const int ow = q - img * per_image - row * OW;
+                const int span = WIN ? area : per_image, width = WIN ? region_w : OW;
+                const int img = q / span, row = (q - img * span) / width;
+                const int ow = q - img * span - row * width;
                 const int n = n0 + img, oh = oh0 + row;
                 const int rc = oh == 0 ? 0 : (oh == OH - 1 ? 2 : 1);
                 const int cc = ow == 0 ? 0 : (ow == OW - 1 ? 2 : 1);
-                const bool ok = col >= shift && q < pixels && n < N && oh < OH;
+                const bool ok = col >= shift && img < images && row < rows && ow < OW &&
+                                n < N && oh < OH;
                 cls[col] = static_cast<signed char>(ok ? 3 * rc + cc : -1);
                 rel[col] = static_cast<int>(img * M * plane) + row * OW + ow;
             }
@@ -270,10 +313,14 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     int acc[NP / 2];  // (the first MMA ignores its values: no instruction but wgmma writes them)
     for (int kb = 0; kb < KT; ++kb) {
         const int s = kb % STAGES;
+        const int tap = tap_of(kb), c = chunk_of(kb);
+        if (WIN && tap == 0) dml::wg::bar_wait(win_full + 8 * (c & 1), (c >> 1) & 1);
         dml::wg::bar_wait(full + 8 * s, (kb / STAGES) & 1);
         dml::wg::fence();
         const unsigned a = base + s * STAGE + wm * 64 * CK;
-        const unsigned b = base + s * STAGE + A_BYTES + (8 - shift + wn * NP) * CK;
+        const unsigned b = WIN ? region + (c & 1) * region_slice +
+                                     ((tap / 3) * region_w + tap % 3 + wn * NP) * CK
+                               : base + s * STAGE + A_BYTES + (8 - shift + wn * NP) * CK;
 #pragma unroll
         for (int j = 0; j < CK / 32; ++j) {
             dml::wg::mma<NP, WS, XS>(acc, dml::wg::swizzled_desc<CK>(a + 32 * j),
@@ -282,6 +329,8 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         dml::wg::commit();
         dml::wg::wait<1>();  // the stage before is read: give it back
         if (kb > 0 && (tid & 127) == 0) tma::arrive(empty + 8 * ((kb - 1) % STAGES));
+        // (and at a chunk's first tap, the chunk before's window)
+        if (WIN && tap == 0 && c > 0 && (tid & 127) == 0) tma::arrive(win_empty + 8 * ((c - 1) & 1));
     }
     dml::wg::wait<0>();
     dml::wg::fence_operands(acc);
@@ -324,16 +373,18 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
 }  // namespace dml
 
 #ifdef DMLSERVE_EXPLICIT_INSTANTIATION
-#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW)                                        \
-    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW>(             \
+#define DML_TMA_INST(WT, XT, CK, NP, WM, WN, ST, ZW, WIN)                                   \
+    template __global__ void dml::conv_int_tma<WT, XT, CK, NP, WM, WN, ST, ZW, WIN>(        \
         const __grid_constant__ dml::tma::TensorMap,                                        \
         const __grid_constant__ dml::tma::TensorMap,                                        \
         const __grid_constant__ dml::tma::TensorMap, const int*, const int*, int*, int, int, \
         int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int)
-DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false);
-DML_TMA_INST(unsigned char, signed char, 128, 224, 2, 1, 4, true);
-DML_TMA_INST(signed char, signed char, 64, 112, 1, 2, 6, true);
-DML_TMA_INST(unsigned char, unsigned char, 64, 48, 2, 1, 8, false);
-DML_TMA_INST(signed char, unsigned char, 128, 256, 1, 1, 4, true);
+DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false, false);
+DML_TMA_INST(unsigned char, signed char, 128, 224, 2, 1, 4, true, false);
+DML_TMA_INST(signed char, signed char, 64, 112, 1, 2, 6, true, false);
+DML_TMA_INST(unsigned char, unsigned char, 64, 48, 2, 1, 8, false, false);
+DML_TMA_INST(signed char, unsigned char, 128, 256, 1, 1, 4, true, false);
+DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false, true);
+DML_TMA_INST(unsigned char, unsigned char, 64, 208, 1, 2, 5, false, true);
 #undef DML_TMA_INST
 #endif

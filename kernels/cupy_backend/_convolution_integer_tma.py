@@ -64,6 +64,7 @@ _MIN_STAGES, _MAX_STAGES = 2, 6
 # memory to L1, and on some tiles times slower); and the least share of a warpgroup's NP pixels
 # a tile must fill.
 _CANDIDATES = 4
+_WINDOW_CANDIDATES = 2  # of the shifted-window form, after those
 _FEWER_STAGES = (4,)
 _MIN_FILL = 0.75
 # The ranking model: a CTA's MMA clocks at the tensor cores' rate plus a fixed part (its start,
@@ -76,12 +77,18 @@ _CTA_FIXED_CLOCKS = 6000
 class TmaTile:
     """A CTA's work: `wm` consumer warpgroups along the output channels (64 each; 1: two along
     the pixels), `rows` output rows of one image or, where `images` > 1, whole images, and the
-    ring's `stages`."""
+    ring's `stages`; `window`: the shifted-window form (each channel chunk's input region copied
+    once for its nine taps; stride 1, filter zero points of 0)."""
 
     wm: int
     rows: int
     images: int
     stages: int
+    window: bool = False
+
+    def __str__(self) -> str:
+        form = " window" if self.window else ""
+        return f"TMA wm={self.wm} rows={self.rows} images={self.images} st={self.stages}{form}"
 
 
 def _masks(count: int, stride: int, pad: int, size: int) -> tuple[int, int, int] | None:
@@ -145,11 +152,16 @@ def _aligned(q: _Problem, rows: int, images: int) -> bool:
     return images == 1 and q.oh * q.ow % 8 == 0 and rows * q.ow % 8 != 0
 
 
-def _np(q: _Problem, rows: int, images: int, wn: int) -> int | None:
-    """A consumer warpgroup's N for the tile's pixels (and up to 7 columns of shift) over `wn`
-    warpgroups, or None where none fits."""
+def _np(q: _Problem, rows: int, images: int, wn: int, window: bool = False) -> int | None:
+    """A consumer warpgroup's N for the tile's pixels (and up to 7 columns of shift; `window`:
+    its region's pixels up to the last output's) over `wn` warpgroups, or None where none
+    fits."""
     pixels = images * rows * q.ow
-    columns = pixels + (7 if _aligned(q, rows, images) else 0)
+    if window:
+        region_h, region_w = _region(q, rows)
+        columns = ((images - 1) * region_h + rows - 1) * region_w + q.ow
+    else:
+        columns = pixels + (7 if _aligned(q, rows, images) else 0)
     np_ = max(_NP_MIN, -(-columns // (16 * wn)) * 16)
     if np_ > _NP_MAX or pixels < _MIN_FILL * wn * np_:
         return None
@@ -173,21 +185,38 @@ def _region_fits(q: _Problem, rows: int) -> bool:
     return max(_region(q, rows)) <= _BOX_LIMIT
 
 
-def _after_stages(q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool) -> int:
+def _window_slice(q: _Problem, rows: int, images: int, columns: int) -> int:
+    """Shared bytes of one window buffer of the shifted-window form (on 1024 bytes, where a
+    swizzled copy lands): the region's pixels, and as many as the last tap's B operand reads
+    past its `columns` (those of the consumers, some past the region: read, never stored)."""
+    region_h, region_w = _region(q, rows)
+    pixels = max(images * region_h * region_w, columns + 2 * region_w + 2)
+    return -(-pixels * _ck(q) // 1024) * 1024
+
+
+def _after_stages(
+    q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False
+) -> int:
     """Shared bytes past the ring: where a filter zero point is not 0 (`zw`), the tile's input
-    region; the table's rows; each consumer pixel's output offset and sum; where `zw`, the
-    region's pixels' channel sums; each consumer pixel's class (a byte)."""
+    region, and for the shifted-window form (`window`) its two window buffers; the table's
+    rows; each consumer pixel's output offset and sum; where `zw`, the region's pixels' channel
+    sums; each consumer pixel's class (a byte)."""
     pixels = (2 // wm) * np_
     region_h, region_w = _region(q, rows)
     sums = q.c // _ck(q) * _region_slice(q, rows, images) + 4 * images * region_h * region_w
-    return (sums if zw else 0) + 4 * (9 * 64 * wm + 2 * pixels) + pixels
+    windows = 2 * _window_slice(q, rows, images, pixels)
+    return (
+        (sums if zw else 0) + (windows if window else 0) + 4 * (9 * 64 * wm + 2 * pixels) + pixels
+    )
 
 
-def _stages(q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool) -> int:
+def _stages(
+    q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False
+) -> int:
     """The ring's stages that fit shared memory (at most one per K step), or 0."""
     ck, bm, wn = _ck(q), 64 * wm, 2 // wm
-    stage = (bm + wn * np_ + _BOX_ROW) * ck
-    room = _SMEM_CTA - _ALIGN_SLACK - _after_stages(q, wm, np_, rows, images, zw)
+    stage = bm * ck if window else (bm + wn * np_ + _BOX_ROW) * ck
+    room = _SMEM_CTA - _ALIGN_SLACK - _after_stages(q, wm, np_, rows, images, zw, window)
     stages = min(_MAX_STAGES, 9 * q.c // ck, room // stage)
     return stages if stages >= _MIN_STAGES else 0
 
@@ -218,30 +247,32 @@ def tma_tiles(
     if not _shape_fits(q, x_shape, x_strides, alignment):
         return []
     sms = sm_count()
-    ranked: list[tuple[float, int, TmaTile]] = []
     spans = [(rows, 1) for rows in range(1, q.oh + 1)]
     spans += [(q.oh, images) for images in range(2, min(q.n, _BOX_LIMIT) + 1)]
-    for wm in (2, 1) if q.m > 64 else (1,):
-        for rows, images in spans:
-            if (rows - 1) * q.sh + 1 > _BOX_LIMIT or not _offsets_fit(q, images):
-                continue
-            if zw and not _region_fits(q, rows):
-                continue
-            np_ = _np(q, rows, images, 2 // wm)
-            stages = _stages(q, wm, np_, rows, images, zw) if np_ else 0
-            if not np_ or not stages:
-                continue
-            ctas = -(-q.m // (64 * wm)) * -(-q.n // images) * -(-q.oh // rows)
-            macs = 64 * wm * (2 // wm) * np_ * 9 * q.c
-            cost = math.ceil(ctas / sms) * (macs / _TENSOR_MACS_PER_CLOCK + _CTA_FIXED_CLOCKS)
-            ranked.append((cost, -np_, TmaTile(wm, rows, images, stages)))
-    ranked.sort(key=lambda t: t[:2])
     tiles = []
-    for *_, tile in ranked[:_CANDIDATES]:
-        tiles.append(tile)
-        for stages in _FEWER_STAGES:
-            if _MIN_STAGES <= stages < tile.stages:
-                tiles.append(dataclasses.replace(tile, stages=stages))
+    forms = ((False, _CANDIDATES), (True, _WINDOW_CANDIDATES))
+    for window, candidates in forms if q.sh == 1 and not zw else forms[:1]:
+        ranked: list[tuple[float, int, TmaTile]] = []
+        for wm in (2, 1) if q.m > 64 else (1,):
+            for rows, images in spans:
+                if (rows - 1) * q.sh + 1 > _BOX_LIMIT or not _offsets_fit(q, images):
+                    continue
+                if (zw or window) and not _region_fits(q, rows):
+                    continue
+                np_ = _np(q, rows, images, 2 // wm, window)
+                stages = _stages(q, wm, np_, rows, images, zw, window) if np_ else 0
+                if not np_ or not stages:
+                    continue
+                ctas = -(-q.m // (64 * wm)) * -(-q.n // images) * -(-q.oh // rows)
+                macs = 64 * wm * (2 // wm) * np_ * 9 * q.c
+                cost = math.ceil(ctas / sms) * (macs / _TENSOR_MACS_PER_CLOCK + _CTA_FIXED_CLOCKS)
+                ranked.append((cost, -np_, TmaTile(wm, rows, images, stages, window)))
+        ranked.sort(key=lambda t: t[:2])
+        for *_, tile in ranked[:candidates]:
+            tiles.append(tile)
+            for stages in _FEWER_STAGES:
+                if _MIN_STAGES <= stages < tile.stages:
+                    tiles.append(dataclasses.replace(tile, stages=stages))
     return tiles
 
 
@@ -350,18 +381,19 @@ def tma_plan(
     if compute_capability(device) != 90 or not _shape_fits(q, x_shape, x_strides, alignment):
         raise ValueError("the TMA-fed kernel does not take this shape, layout or GPU")
     assert strides is not None and classes is not None
-    wm, wn = tile.wm, 2 // tile.wm
+    wm, wn, window = tile.wm, 2 // tile.wm, tile.window
     single = tile.images == 1
-    np_ = _np(q, tile.rows, tile.images, wn)
+    np_ = _np(q, tile.rows, tile.images, wn, window)
     fits = (
         wm in (1, 2)
         and (single and 1 <= tile.rows <= q.oh or not single and tile.rows == q.oh)
         and 1 <= tile.images <= min(q.n, _BOX_LIMIT)
         and (tile.rows - 1) * q.sh + 1 <= _BOX_LIMIT
-        and (not zw or _region_fits(q, tile.rows))
+        and (not (zw or window) or _region_fits(q, tile.rows))
+        and not (window and (zw or q.sh != 1))
         and _offsets_fit(q, tile.images)
         and np_ is not None
-        and _MIN_STAGES <= tile.stages <= _stages(q, wm, np_, tile.rows, tile.images, zw)
+        and _MIN_STAGES <= tile.stages <= _stages(q, wm, np_, tile.rows, tile.images, zw, window)
     )
     if not fits or np_ is None:
         raise ValueError(f"the TMA-fed kernel's tile {tile} does not fit this shape")
@@ -369,23 +401,33 @@ def tma_plan(
     tiles_m = -(-q.m // bm)
     tiles_h = -(-q.oh // tile.rows)
     ctas = tiles_m * -(-q.n // tile.images) * tiles_h
-    smem = _ALIGN_SLACK + tile.stages * (bm + wn * np_ + _BOX_ROW) * ck
-    smem += _after_stages(q, wm, np_, tile.rows, tile.images, zw)
+    stage = bm * ck if window else (bm + wn * np_ + _BOX_ROW) * ck
+    smem = _ALIGN_SLACK + tile.stages * stage
+    smem += _after_stages(q, wm, np_, tile.rows, tile.images, zw, window)
     kernel: Launch = launch(
         TMA_SOURCE, "conv_int_tma", np.dtype(w_dtype), np.dtype(x_dtype), ck, np_, wm, wn,
-        tile.stages, zw, grid=(ctas, 1, 1), block=(_WARPGROUP * (1 + wm * wn), 1, 1),
+        tile.stages, zw, window, grid=(ctas, 1, 1), block=(_WARPGROUP * (1 + wm * wn), 1, 1),
         shared_mem=smem, options=_OPTIONS,
     )  # fmt: skip
     region_h, region_w = _region(q, tile.rows)
+    if window:
+        region_slice = _window_slice(q, tile.rows, tile.images, wn * np_)
+    else:
+        region_slice = _region_slice(q, tile.rows, tile.images)
+    aligned = not window and _aligned(q, tile.rows, tile.images)
     sizes = (q.n, q.c, q.m, q.oh, q.ow, tile.rows, tile.images, tiles_m, tiles_h, q.c // ck,
-             q.sh, q.ph, q.pw, region_h, region_w, _region_slice(q, tile.rows, tile.images),
-             _aligned(q, tile.rows, tile.images), wrap32(q.zx))  # fmt: skip
+             q.sh, q.ph, q.pw, region_h, region_w, region_slice, aligned,
+             wrap32(q.zx))  # fmt: skip
     scalars = tuple(np.int32(v) for v in sizes)
     dims = (q.c, q.wd, q.h, q.n)
+    region_box = (ck, region_w, region_h, tile.images)
+    # the stages' boxes (element strides = the conv strides), or the window's region, swizzled
+    # as the MMAs read them; where `zw`, the region for the pixel sums, as it lies
     x_layout = (
-        dims, strides,
-        (ck, (q.ow - 1) * q.sw + 1, (tile.rows - 1) * q.sh + 1, tile.images), (1, q.sw, q.sh, 1),
-        ck,
+        (dims, strides, region_box, (1, 1, 1, 1), ck) if window else
+        (dims, strides,
+         (ck, (q.ow - 1) * q.sw + 1, (tile.rows - 1) * q.sh + 1, tile.images),
+         (1, q.sw, q.sh, 1), ck)
     )  # fmt: skip
-    region_layout = (dims, strides, (ck, region_w, region_h, tile.images), (1, 1, 1, 1), 0)
+    region_layout = (dims, strides, region_box, (1, 1, 1, 1), 0)
     return TmaPlan(q, tile, zw, classes, x_layout, region_layout if zw else None, kernel, scalars)

@@ -169,6 +169,50 @@ def test_forced_tiles(
     assert what == "wgmma_tma"
 
 
+WINDOW = [
+    ((2, 128, 28, 28), 128, (1, 1), (1, 1), (2, 7, 1, 4)),  # 128-byte rows, one chunk
+    ((2, 128, 28, 28), 128, (1, 1), (1, 1), (2, 8, 1, 3)),  # a partial last tile of rows
+    ((2, 64, 56, 56), 64, (1, 1), (1, 1), (1, 7, 1, 4)),  # 64-byte rows, WN = 2
+    ((3, 64, 14, 14), 64, (1, 1), (1, 1), (1, 14, 2, 4)),  # two images a tile, one short
+    ((2, 256, 12, 12), 192, (1, 1), (1, 1), (2, 6, 1, 3)),  # two chunks, half a last block
+    ((2, 192, 14, 14), 64, (1, 1), (1, 1), (1, 14, 1, 2)),  # three chunks: the windows reused
+    ((1, 128, 10, 30), 40, (0, 0), (0, 0), (2, 7, 1, 2)),  # no padding, a one-row last tile
+]
+
+
+@gpu
+@pytest.mark.parametrize(("xt", "wt"), PAIRS)
+@pytest.mark.parametrize(("shape", "m", "start", "end", "tile"), WINDOW)
+def test_window_tiles(
+    shape: tuple[int, int, int, int],
+    m: int,
+    start: tuple[int, int],
+    end: tuple[int, int],
+    tile: tuple[int, int, int, int],
+    xt: Any,
+    wt: Any,
+) -> None:
+    """The shifted-window form (each chunk's input region copied once for its nine taps),
+    forced, exact; a filter zero point other than 0 or a stride of 2 refuses it."""
+    rng = np.random.default_rng([*shape, m, *tile, PAIRS.index((xt, wt))])
+    x = random_int8(rng, shape, xt)
+    w = random_int8(rng, (m, shape[1], 3, 3), wt)
+    zx = random_zero_point(rng, xt)
+    geometry = ((1, 1), (1, 1), start, end, 1)
+    options = _tma(TmaTile(*tile, window=True))
+    if not _sm90():
+        with pytest.raises(ValueError, match="compute capability 9.0|GPU"):
+            check(x, w, zx, np.zeros(m, np.int32), *geometry, view=channels_last(16, 32),
+                  options=options)  # fmt: skip
+        return
+    what = check(x, w, zx, np.zeros(m, np.int32), *geometry, view=channels_last(16, 32),
+                 options=options)  # fmt: skip
+    assert what == "wgmma_tma"
+    zw = zero_points(rng, "tensor", wt, m)
+    with pytest.raises(ValueError, match="TMA-fed"):
+        check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
+
+
 @gpu
 @pytest.mark.parametrize(
     ("shape", "m", "stride"),
