@@ -72,14 +72,15 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 // pixel its class (-1: no output). tmr: the region's copy descriptor (where ZW; box CK x
 // region_w x region_h x images).
 //
-// WIN (stride 1, ZW false): the shifted-window form. The K steps run chunk by chunk, its nine
+// WIN (stride 1): the shifted-window form. The K steps run chunk by chunk, its nine
 // taps in turn; each chunk's input region (images x region_h x region_w pixels, CK channels,
 // swizzled as the stages' boxes) is copied once into one of two window buffers (`region_slice`
 // bytes each, on 1024 bytes) and every tap's B operand starts r region_w + s rows into it: a
 // consumer column is a region pixel (img, row, col) whose output (row, col) exists where col <
 // OW; the ring's stages hold the filter blocks alone. The copies bring each input byte of a
 // tile once rather than nine times, for ~3-5% more MMA columns (the two right-hand pad
-// columns of each row).
+// columns of each row). Where ZW, the helpers sum the pixels of each window as it lands (no
+// region copy of its own), and each window's buffer waits for them too.
 template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW,
           bool WIN>
 __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
@@ -105,26 +106,25 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     constexpr int Q = WN * NP;   // the consumers' pixels
     static_assert(CK == 64 || CK == 128, "CK");
     static_assert(STAGES >= 2, "the region's copy follows the first stage's");
-    static_assert(!(WIN && ZW), "the shifted-window form takes filter zero points of 0");
     static_assert(WM * WN == 2 || WM * WN == 1, "consumers");
     extern __shared__ unsigned char smem_raw[];  // (aligned on 1024 below)
     // the ring's full and empty barriers; where ZW, the region's and the helpers'; where WIN,
     // the two window buffers' full and empty barriers
-    __shared__ __align__(8) unsigned long long bars[2 * STAGES + 4];
+    __shared__ __align__(8) unsigned long long bars[2 * STAGES + 6];
     const unsigned base = (conv::smem_addr(smem_raw) + 1023u) & ~1023u;
     unsigned char* const ring = smem_raw + (base - conv::smem_addr(smem_raw));
     // ZW: [chunks][images][region_h][region_w][CK]; WIN: two window buffers, [rows][CK] each
     const unsigned region = base + STAGES * STAGE;
     const int area = region_h * region_w, total = images * area;  // the region's pixels
     int* tbl = reinterpret_cast<int*>(ring + STAGES * STAGE +
-                                      (ZW ? chunks * region_slice : (WIN ? 2 * region_slice : 0)));
+                                      (WIN ? 2 * region_slice : (ZW ? chunks * region_slice : 0)));
     int* rel = tbl + BM * 9;  // [Q]: output offset from the tile's first
     int* psum = rel + Q;      // [Q]
     int* csum = psum + Q;     // [images][region_h][region_w]
     signed char* cls = reinterpret_cast<signed char*>(csum + (ZW ? total : 0));  // [Q]
     const unsigned full = conv::smem_addr(bars), empty = full + 8 * STAGES;
     const unsigned region_bar = empty + 8 * STAGES, helpers_bar = region_bar + 8;
-    const unsigned win_full = region_bar, win_empty = win_full + 16;  // [2] each (WIN)
+    const unsigned win_full = region_bar + 16, win_empty = win_full + 16;  // [2] each (WIN)
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = blockIdx.x % tiles_m, tp = blockIdx.x / tiles_m;
     const int m0 = tm * BM;
@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         if (WIN) {
             for (int b = 0; b < 2; ++b) {
                 tma::init(win_full + 8 * b, 1);
-                tma::init(win_empty + 8 * b, WM * WN);
+                // (one arrival a consumer warpgroup and, where ZW, a helper warp)
+                tma::init(win_empty + 8 * b, WM * WN + (ZW ? HELPERS / 32 : 0));
             }
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             // the MMAs, not of the ring's first fill, which the L2's bandwidth bounds)
             constexpr int REGION_AT = 1;
             for (int kb = 0; kb < first; ++kb) {
-                if (ZW && kb == REGION_AT) {
+                if (ZW && !WIN && kb == REGION_AT) {
                     tma::expect_bytes(region_bar, static_cast<unsigned>(chunks * total * CK));
                     for (int c = 0; c < chunks; ++c) {
                         tma::load4d(region + c * region_slice, tmr, c * CK, -pw, oh0 * sh - ph,
@@ -235,42 +236,58 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             conv::dependent_start();
             if constexpr (ZW) {
                 // Each region pixel's channel sum, once, 8 lanes a pixel (every lane of a warp
-                // takes each round: the shuffles need all 32); then each output pixel's sum
-                // over its window.
+                // takes each round: the shuffles need all 32), from the region's copy or, where
+                // WIN, each chunk's window as it lands (the helpers then give it back too);
+                // then each output pixel's sum over its window.
                 const int lane8 = h & 7;
-                const unsigned char* const bytes = ring + STAGES * STAGE;
-                dml::wg::bar_wait(region_bar, 0);
-                constexpr int U = 4;  // pixels a group of 8 lanes sums at once
-                for (int i0 = h >> 3; i0 - (h >> 3) < total; i0 += U * HELPERS / 8) {
-                    int sum[U];
+                // the 16-byte pieces of each pixel in `bytes` (chunk c's at c region_slice), its
+                // sums added to those of the chunks before where `add`
+                auto sum_pixels = [&](const unsigned char* bytes, int pieces, bool add) {
+                    constexpr int U = 4;  // pixels a group of 8 lanes sums at once
+                    for (int i0 = h >> 3; i0 - (h >> 3) < total; i0 += U * HELPERS / 8) {
+                        int sum[U];
 #pragma unroll
-                    for (int u = 0; u < U; ++u) sum[u] = 0;
-                    for (int v = lane8; v < C / 16; v += 8) {
-                        const int c = v * 16 / CK, off = v * 16 - c * CK;
-                        const unsigned char* const p = bytes + c * region_slice + off;
-                        uint4 b[U];
+                        for (int u = 0; u < U; ++u) sum[u] = 0;
+                        for (int v = lane8; v < pieces; v += 8) {
+                            const int c = v * 16 / CK, off = v * 16 - c * CK;
+                            const unsigned char* const p = bytes + c * region_slice + off;
+                            uint4 b[U];
+#pragma unroll
+                            for (int u = 0; u < U; ++u) {
+                                const int i = i0 + u * HELPERS / 8;
+                                const int at = (i < total ? i : 0) * CK;
+                                b[u] = *reinterpret_cast<const uint4*>(p + at);
+                            }
+#pragma unroll
+                            for (int u = 0; u < U; ++u) {
+                                sum[u] = conv::byte_sum<XS>(b[u].x, sum[u]);
+                                sum[u] = conv::byte_sum<XS>(b[u].y, sum[u]);
+                                sum[u] = conv::byte_sum<XS>(b[u].z, sum[u]);
+                                sum[u] = conv::byte_sum<XS>(b[u].w, sum[u]);
+                            }
+                        }
 #pragma unroll
                         for (int u = 0; u < U; ++u) {
+#pragma unroll
+                            for (int o = 4; o > 0; o >>= 1) {
+                                sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], o);
+                            }
+                            // (a pixel's group is the same for every chunk)
                             const int i = i0 + u * HELPERS / 8;
-                            b[u] = *reinterpret_cast<const uint4*>(p + (i < total ? i : 0) * CK);
-                        }
-#pragma unroll
-                        for (int u = 0; u < U; ++u) {
-                            sum[u] = conv::byte_sum<XS>(b[u].x, sum[u]);
-                            sum[u] = conv::byte_sum<XS>(b[u].y, sum[u]);
-                            sum[u] = conv::byte_sum<XS>(b[u].z, sum[u]);
-                            sum[u] = conv::byte_sum<XS>(b[u].w, sum[u]);
+                            if (lane8 == 0 && i < total) csum[i] = sum[u] + (add ? csum[i] : 0);
                         }
                     }
-#pragma unroll
-                    for (int u = 0; u < U; ++u) {
-#pragma unroll
-                        for (int o = 4; o > 0; o >>= 1) {
-                            sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], o);
-                        }
-                        const int i = i0 + u * HELPERS / 8;
-                        if (lane8 == 0 && i < total) csum[i] = sum[u];
+                };
+                if constexpr (WIN) {
+                    for (int c = 0; c < chunks; ++c) {
+                        dml::wg::bar_wait(win_full + 8 * (c & 1), (c >> 1) & 1);
+                        sum_pixels(ring + STAGES * STAGE + (c & 1) * region_slice, CK / 16, c > 0);
+                        __syncwarp();
+                        if ((h & 31) == 0) tma::arrive(win_empty + 8 * (c & 1));
                     }
+                } else {
+                    dml::wg::bar_wait(region_bar, 0);
+                    sum_pixels(ring + STAGES * STAGE, C / 16, false);
                 }
                 // (the helpers meet on a shared-memory barrier rather than a named one, which
                 // the race checker orders with the named barrier after it)
@@ -330,7 +347,9 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         dml::wg::wait<1>();  // the stage before is read: give it back
         if (kb > 0 && (tid & 127) == 0) tma::arrive(empty + 8 * ((kb - 1) % STAGES));
         // (and at a chunk's first tap, the chunk before's window)
-        if (WIN && tap == 0 && c > 0 && (tid & 127) == 0) tma::arrive(win_empty + 8 * ((c - 1) & 1));
+        if (WIN && tap == 0 && c > 0 && (tid & 127) == 0) {
+            tma::arrive(win_empty + 8 * ((c - 1) & 1));
+        }
     }
     dml::wg::wait<0>();
     dml::wg::fence_operands(acc);
@@ -386,5 +405,7 @@ DML_TMA_INST(unsigned char, unsigned char, 64, 48, 2, 1, 8, false, false);
 DML_TMA_INST(signed char, unsigned char, 128, 256, 1, 1, 4, true, false);
 DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, false, true);
 DML_TMA_INST(unsigned char, unsigned char, 64, 208, 1, 2, 5, false, true);
+DML_TMA_INST(signed char, unsigned char, 128, 208, 2, 1, 4, true, true);
+DML_TMA_INST(unsigned char, signed char, 64, 112, 1, 2, 3, true, true);
 #undef DML_TMA_INST
 #endif

@@ -78,7 +78,7 @@ class TmaTile:
     """A CTA's work: `wm` consumer warpgroups along the output channels (64 each; 1: two along
     the pixels), `rows` output rows of one image or, where `images` > 1, whole images, and the
     ring's `stages`; `window`: the shifted-window form (each channel chunk's input region copied
-    once for its nine taps; stride 1, filter zero points of 0)."""
+    once for its nine taps; stride 1)."""
 
     wm: int
     rows: int
@@ -197,17 +197,18 @@ def _window_slice(q: _Problem, rows: int, images: int, columns: int) -> int:
 def _after_stages(
     q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False
 ) -> int:
-    """Shared bytes past the ring: where a filter zero point is not 0 (`zw`), the tile's input
-    region, and for the shifted-window form (`window`) its two window buffers; the table's
-    rows; each consumer pixel's output offset and sum; where `zw`, the region's pixels' channel
-    sums; each consumer pixel's class (a byte)."""
+    """Shared bytes past the ring: the two window buffers of the shifted-window form
+    (`window`), or where a filter zero point is not 0 (`zw`) the tile's input region; the
+    table's rows; each consumer pixel's output offset and sum; where `zw`, the region's pixels'
+    channel sums; each consumer pixel's class (a byte)."""
     pixels = (2 // wm) * np_
     region_h, region_w = _region(q, rows)
-    sums = q.c // _ck(q) * _region_slice(q, rows, images) + 4 * images * region_h * region_w
-    windows = 2 * _window_slice(q, rows, images, pixels)
-    return (
-        (sums if zw else 0) + (windows if window else 0) + 4 * (9 * 64 * wm + 2 * pixels) + pixels
-    )
+    if window:
+        copies = 2 * _window_slice(q, rows, images, pixels)
+    else:
+        copies = q.c // _ck(q) * _region_slice(q, rows, images) if zw else 0
+    sums = 4 * images * region_h * region_w if zw else 0
+    return copies + sums + 4 * (9 * 64 * wm + 2 * pixels) + pixels
 
 
 def _stages(
@@ -251,7 +252,7 @@ def tma_tiles(
     spans += [(q.oh, images) for images in range(2, min(q.n, _BOX_LIMIT) + 1)]
     tiles = []
     forms = ((False, _CANDIDATES), (True, _WINDOW_CANDIDATES))
-    for window, candidates in forms if q.sh == 1 and not zw else forms[:1]:
+    for window, candidates in forms if q.sh == 1 else forms[:1]:
         ranked: list[tuple[float, int, TmaTile]] = []
         for wm in (2, 1) if q.m > 64 else (1,):
             for rows, images in spans:
@@ -390,7 +391,7 @@ def tma_plan(
         and 1 <= tile.images <= min(q.n, _BOX_LIMIT)
         and (tile.rows - 1) * q.sh + 1 <= _BOX_LIMIT
         and (not (zw or window) or _region_fits(q, tile.rows))
-        and not (window and (zw or q.sh != 1))
+        and not (window and q.sh != 1)
         and _offsets_fit(q, tile.images)
         and np_ is not None
         and _MIN_STAGES <= tile.stages <= _stages(q, wm, np_, tile.rows, tile.images, zw, window)

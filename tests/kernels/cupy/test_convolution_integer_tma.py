@@ -181,6 +181,7 @@ WINDOW = [
 
 
 @gpu
+@pytest.mark.parametrize("zp_mode", ["none", "channel"])
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
 @pytest.mark.parametrize(("shape", "m", "start", "end", "tile"), WINDOW)
 def test_window_tiles(
@@ -191,26 +192,23 @@ def test_window_tiles(
     tile: tuple[int, int, int, int],
     xt: Any,
     wt: Any,
+    zp_mode: str,
 ) -> None:
-    """The shifted-window form (each chunk's input region copied once for its nine taps),
-    forced, exact; a filter zero point other than 0 or a stride of 2 refuses it."""
-    rng = np.random.default_rng([*shape, m, *tile, PAIRS.index((xt, wt))])
+    """The shifted-window form (each chunk's input region copied once for its nine taps; where
+    a filter zero point is not 0, the pixel sums made from the same copies), forced, exact."""
+    rng = np.random.default_rng([*shape, m, *tile, PAIRS.index((xt, wt)), len(zp_mode)])
     x = random_int8(rng, shape, xt)
     w = random_int8(rng, (m, shape[1], 3, 3), wt)
     zx = random_zero_point(rng, xt)
+    zw = zero_points(rng, zp_mode, wt, m)
     geometry = ((1, 1), (1, 1), start, end, 1)
     options = _tma(TmaTile(*tile, window=True))
     if not _sm90():
         with pytest.raises(ValueError, match="compute capability 9.0|GPU"):
-            check(x, w, zx, np.zeros(m, np.int32), *geometry, view=channels_last(16, 32),
-                  options=options)  # fmt: skip
+            check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
         return
-    what = check(x, w, zx, np.zeros(m, np.int32), *geometry, view=channels_last(16, 32),
-                 options=options)  # fmt: skip
+    what = check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
     assert what == "wgmma_tma"
-    zw = zero_points(rng, "tensor", wt, m)
-    with pytest.raises(ValueError, match="TMA-fed"):
-        check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
 
 
 @gpu
@@ -393,6 +391,7 @@ def test_chained_dependent_calls() -> None:
         ((2, 128, 8, 8), 64, ((1, 1), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 9, 1, 4)),  # rows
         ((2, 128, 8, 8), 64, ((1, 1), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 8, 2, 9)),  # stages
         ((2, 128, 32, 32), 64, ((1, 1), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 32, 1, 2)),  # NP
+        ((2, 128, 16, 16), 64, ((2, 2), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 4, 1, 2, True)),
     ],
 )
 def test_refused(
