@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                     full + 8 * (kb % STAGES));
     };
     // WIN: chunk c's region into window buffer c % 2 (tmx's box: CK x region_w x region_h x
-    // images), once the consumers are done with chunk c - 2's
+    // images), once the consumers (and, where ZW, the helpers) are done with chunk c - 2's
     auto load_window = [&](int c) {
         const int b = c & 1;
         if (c >= 2) dml::wg::bar_wait(win_empty + 8 * b, ((c >> 1) - 1) & 1);
@@ -189,8 +189,9 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                 load_filter(kb, stage);
             }
             conv::dependent_start();
-            if (WIN) {  // the chunks whose filter blocks are in (the others' with their first)
-                for (int c = 0; c <= (first - 1) / 9; ++c) load_window(c);
+            if (WIN) {  // both buffers' first chunks; each later one once its buffer is free
+                load_window(0);
+                if (chunks > 1) load_window(1);
             }
             // (the region right after the first stage: the helpers' sums then take the time of
             // the MMAs, not of the ring's first fill, which the L2's bandwidth bounds)
@@ -207,12 +208,15 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             }
             for (int kb = STAGES; kb < KT; ++kb) {
                 const int s = kb % STAGES;
-                if (WIN && tap_of(kb) == 0) load_window(chunk_of(kb));
                 dml::wg::bar_wait(empty + 8 * s, ((kb / STAGES) - 1) & 1);
                 const unsigned stage = base + s * STAGE;
                 tma::expect_bytes(full + 8 * s, A_BYTES + (WIN ? 0u : box_bytes));
                 load_filter(kb, stage);
                 if (!WIN) load_input(kb, stage);
+                // (chunk c + 1's window into chunk c - 1's buffer, which the consumers give
+                // back at chunk c's first tap: a chunk's K steps ahead of its use)
+                const int c = chunk_of(kb);
+                if (WIN && tap_of(kb) == 1 && c >= 1 && c + 1 < chunks) load_window(c + 1);
             }
         } else if (tid >= 32) {
             // While the MMAs run: the table's rows, each pixel's output offset and class.
