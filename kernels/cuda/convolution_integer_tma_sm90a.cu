@@ -77,9 +77,10 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 // swizzled as the stages' boxes) is copied once into one of two window buffers (`region_slice`
 // bytes each, on 1024 bytes) and every tap's B operand starts r region_w + s rows into it: a
 // consumer column is a region pixel (img, row, col) whose output (row, col) exists where col <
-// OW; the ring's stages hold the filter blocks alone. The copies bring each input byte of a
-// tile once rather than nine times, for ~3-5% more MMA columns (the two right-hand pad
-// columns of each row). Where ZW, the helpers sum the pixels of each window as it lands (no
+// OW (region_w: the buffer's pixels a row, the region's columns rounded up to 8 where the
+// launcher keeps output rows on 32-byte sectors); the ring's stages hold the filter blocks
+// alone. The copies bring each input byte of a tile once rather than nine times, for the MMA
+// columns of each row's pads. Where ZW, the helpers sum the pixels of each window as it lands (no
 // region copy of its own), and each window's buffer waits for them too.
 template <typename WT, typename XT, int CK, int NP, int WM, int WN, int STAGES, bool ZW,
           bool WIN>

@@ -1,7 +1,9 @@
 """CONVOLUTION_INTEGER's 3x3 layers fed by Hopper's copy engine (`convolution_integer_tma_sm90a.cu`,
 compute capability 9.0 exactly): the input read where it lies as (N, H, W, C) through a tiled
-copy descriptor (TMA) per call, the filter laid out once as rows of (r, s, c) bytes beside the
-epilogue's table of zero-point terms, both kept with a registered operator's constants.
+copy descriptor (TMA) per call (a box a tap and channel chunk, or for stride 1 in the
+shifted-window form each chunk's region once for its nine taps), the filter laid out once as
+rows of (r, s, c) bytes beside the epilogue's table of zero-point terms, both kept with a
+registered operator's constants.
 
 Shapes it takes (`tma_tiles` is empty for the others): one group, a 3 x 3 window, dilation 1,
 equal strides of 1 or 2, C a multiple of 64, start pads such that only the first and last
@@ -158,8 +160,8 @@ def _np(q: _Problem, rows: int, images: int, wn: int, window: bool = False) -> i
     fits."""
     pixels = images * rows * q.ow
     if window:
-        region_h, region_w = _region(q, rows)
-        columns = ((images - 1) * region_h + rows - 1) * region_w + q.ow
+        region_h, pitch = _window(q, rows)
+        columns = ((images - 1) * region_h + rows - 1) * pitch + q.ow
     else:
         columns = pixels + (7 if _aligned(q, rows, images) else 0)
     np_ = max(_NP_MIN, -(-columns // (16 * wn)) * 16)
@@ -173,6 +175,15 @@ def _region(q: _Problem, rows: int) -> tuple[int, int]:
     return (rows - 1) * q.sh + 3, (q.ow - 1) * q.sw + 3
 
 
+def _window(q: _Problem, rows: int) -> tuple[int, int]:
+    """The shifted-window form's region: its rows, and the pixels a row takes in a window
+    buffer (its columns, rounded up to 8 where OW is a multiple of 8, so that each output row
+    starts its consumers' 8-column groups on a 32-byte sector; the box's columns past the
+    image are copied as 0)."""
+    region_h, region_w = _region(q, rows)
+    return region_h, -(-region_w // 8) * 8 if q.ow % 8 == 0 else region_w
+
+
 def _region_slice(q: _Problem, rows: int, images: int) -> int:
     """Shared bytes of one chunk of CK channels of a tile's input region (on 128 bytes, where
     a copy lands)."""
@@ -180,17 +191,18 @@ def _region_slice(q: _Problem, rows: int, images: int) -> int:
     return -(-images * region_h * region_w * _ck(q) // 128) * 128
 
 
-def _region_fits(q: _Problem, rows: int) -> bool:
-    """Whether a tile's input region is one copy's box (an image's rows and columns)."""
-    return max(_region(q, rows)) <= _BOX_LIMIT
+def _region_fits(q: _Problem, rows: int, window: bool = False) -> bool:
+    """Whether a tile's input region (`window`: the shifted-window form's) is one copy's box
+    (an image's rows and columns)."""
+    return max(_window(q, rows) if window else _region(q, rows)) <= _BOX_LIMIT
 
 
 def _window_slice(q: _Problem, rows: int, images: int, columns: int) -> int:
     """Shared bytes of one window buffer of the shifted-window form (on 1024 bytes, where a
     swizzled copy lands): the region's pixels, and as many as the last tap's B operand reads
     past its `columns` (those of the consumers, some past the region: read, never stored)."""
-    region_h, region_w = _region(q, rows)
-    pixels = max(images * region_h * region_w, columns + 2 * region_w + 2)
+    region_h, pitch = _window(q, rows)
+    pixels = max(images * region_h * pitch, columns + 2 * pitch + 2)
     return -(-pixels * _ck(q) // 1024) * 1024
 
 
@@ -202,7 +214,7 @@ def _after_stages(
     table's rows; each consumer pixel's output offset and sum; where `zw`, the region's pixels'
     channel sums; each consumer pixel's class (a byte)."""
     pixels = (2 // wm) * np_
-    region_h, region_w = _region(q, rows)
+    region_h, region_w = _window(q, rows) if window else _region(q, rows)
     if window:
         copies = 2 * _window_slice(q, rows, images, pixels)
     else:
@@ -258,7 +270,7 @@ def tma_tiles(
             for rows, images in spans:
                 if (rows - 1) * q.sh + 1 > _BOX_LIMIT or not _offsets_fit(q, images):
                     continue
-                if (zw or window) and not _region_fits(q, rows):
+                if (zw or window) and not _region_fits(q, rows, window):
                     continue
                 np_ = _np(q, rows, images, 2 // wm, window)
                 stages = _stages(q, wm, np_, rows, images, zw, window) if np_ else 0
@@ -390,7 +402,7 @@ def tma_plan(
         and (single and 1 <= tile.rows <= q.oh or not single and tile.rows == q.oh)
         and 1 <= tile.images <= min(q.n, _BOX_LIMIT)
         and (tile.rows - 1) * q.sh + 1 <= _BOX_LIMIT
-        and (not (zw or window) or _region_fits(q, tile.rows))
+        and (not (zw or window) or _region_fits(q, tile.rows, window))
         and not (window and q.sh != 1)
         and _offsets_fit(q, tile.images)
         and np_ is not None
@@ -410,7 +422,7 @@ def tma_plan(
         tile.stages, zw, window, grid=(ctas, 1, 1), block=(_WARPGROUP * (1 + wm * wn), 1, 1),
         shared_mem=smem, options=_OPTIONS,
     )  # fmt: skip
-    region_h, region_w = _region(q, tile.rows)
+    region_h, region_w = _window(q, tile.rows) if window else _region(q, tile.rows)
     if window:
         region_slice = _window_slice(q, tile.rows, tile.images, wn * np_)
     else:

@@ -177,6 +177,10 @@ WINDOW = [
     ((2, 256, 12, 12), 192, (1, 1), (1, 1), (2, 6, 1, 3)),  # two chunks, half a last block
     ((2, 192, 14, 14), 64, (1, 1), (1, 1), (1, 14, 1, 2)),  # three chunks: the windows reused
     ((1, 128, 10, 30), 40, (0, 0), (0, 0), (2, 7, 1, 2)),  # no padding, a one-row last tile
+    ((2, 128, 14, 14), 128, (1, 1), (1, 1), (1, 14, 1, 4)),  # 128-byte rows, WN = 2
+    ((1, 640, 10, 10), 64, (1, 1), (1, 1), (1, 10, 1, 2)),  # five chunks: the phases wrap
+    ((2, 64, 12, 11), 72, (1, 0), (0, 1), (2, 6, 1, 5)),  # uneven pads, odd width
+    ((1, 64, 8, 32), 64, (1, 1), (1, 1), (1, 6, 1, 4)),  # 32 wide: rows 40 pixels apart
 ]
 
 
