@@ -12,8 +12,9 @@
 //
 // Warp roles: warpgroup 0's thread 0 issues the copies; its warps 1-3, while the MMAs run, load
 // the epilogue's table, work out each pixel's output offset and class and, where a filter zero
-// point is not 0, each pixel's sum S(p) (the tile's input region, copied once beside the ring:
-// each input pixel's channels summed once, then the window's nine); the WM x WN consumer
+// point is not 0, each pixel's sum S(p) (the tile's input region, copied once beside the ring,
+// or where WIN the windows as they land: each input pixel's channels summed once, then the
+// window's nine); the WM x WN consumer
 // warpgroups each multiply 64 channels x NP of the tile's pixels (WN = 2: the tile's first and
 // second NP) and store the output.
 //
@@ -65,11 +66,12 @@ __device__ __forceinline__ void init(unsigned bar, unsigned count) {
 
 // Grid: tiles_m x tiles_p CTAs (M fastest: a tile's M blocks read the same input boxes at
 // about the same time), 128 (1 + WM WN) threads. Shared memory: STAGES stages of the filter
-// block and the input box on 1024 bytes; where ZW, the tile's input region (`region_slice`
-// bytes for each chunk of CK channels: images x region_h x region_w pixels, 0 outside the
-// image); then the table's rows [BM][9]; per pixel of the consumers' WN NP its output offset
-// in the tile, then its sum; where ZW, the channel sums of the region's pixels; per consumer
-// pixel its class (-1: no output). tmr: the region's copy descriptor (where ZW; box CK x
+// block and the input box on 1024 bytes (where WIN, the filter block alone); where WIN, the
+// two window buffers (below), or else where ZW the tile's input region (`region_slice` bytes
+// for each chunk of CK channels: images x region_h x region_w pixels, 0 outside the image);
+// then the table's rows [BM][9]; per pixel of the consumers' WN NP its output offset in the
+// tile, then its sum; where ZW, the channel sums of the region's pixels; per consumer pixel its
+// class (-1: no output). tmr: the region's copy descriptor (where ZW and not WIN; box CK x
 // region_w x region_h x images).
 //
 // WIN (stride 1): the shifted-window form. The K steps run chunk by chunk, its nine
@@ -145,7 +147,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
             tma::init(empty + 8 * s, WM * WN);  // one arrival a consumer warpgroup
         }
         if (ZW) {
-            tma::init(region_bar, 1);
+            if (!WIN) tma::init(region_bar, 1);
             tma::init(helpers_bar, HELPERS);
         }
         if (WIN) {
@@ -299,9 +301,11 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
                 tma::arrive(helpers_bar);
                 dml::wg::bar_wait(helpers_bar, 0);
                 for (int col = h; col < Q; col += HELPERS) {
+                    // (the column's image, row and column, as for its class above)
                     const int q = col - shift < 0 ? 0 : col - shift;
-                    const int img = q / per_image, row = (q - img * per_image) / OW;
-                    const int ow = q - img * per_image - row * OW;
+                    const int span = WIN ? area : per_image, width = WIN ? region_w : OW;
+                    const int img = q / span, row = (q - img * span) / width;
+                    const int ow = q - img * span - row * width;
                     int sum = 0;
                     if (cls[col] >= 0) {
                         const int* c0 = csum + (img * region_h + row * sh) * region_w + ow * sh;

@@ -11,9 +11,9 @@ output rows and columns have taps outside the image (pads of 0 or 1), at least 2
 and an input whose channels are consecutive bytes with pixel, row and image strides that are
 multiples of 16 bytes, on 16 bytes. A registered operator's first call of a shape times its
 tiles beside the shifted-window GEMM's plans (`_convolution_integer_gemm._tuned`) and keeps the
-fastest; `Options.tma` forces a tile. Where a filter zero point is not 0, each tile also copies
-its input region (the pixels under its windows, every channel) once beside the ring, for the
-pixel sums.
+fastest; `Options.tma` forces a tile. Where a filter zero point is not 0, each tile of the
+per-tap form also copies its input region (the pixels under its windows, every channel) once
+beside the ring, for the pixel sums; the shifted-window form sums its windows' pixels.
 """
 
 from __future__ import annotations
@@ -443,4 +443,5 @@ def tma_plan(
          (1, q.sw, q.sh, 1), ck)
     )  # fmt: skip
     region_layout = (dims, strides, region_box, (1, 1, 1, 1), 0)
-    return TmaPlan(q, tile, zw, classes, x_layout, region_layout if zw else None, kernel, scalars)
+    region = region_layout if zw and not window else None
+    return TmaPlan(q, tile, zw, classes, x_layout, region, kernel, scalars)

@@ -185,7 +185,7 @@ WINDOW = [
 
 
 @gpu
-@pytest.mark.parametrize("zp_mode", ["none", "channel"])
+@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
 @pytest.mark.parametrize(("xt", "wt"), PAIRS)
 @pytest.mark.parametrize(("shape", "m", "start", "end", "tile"), WINDOW)
 def test_window_tiles(
