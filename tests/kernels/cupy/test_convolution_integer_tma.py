@@ -245,12 +245,12 @@ def test_window_tiles(
 # (shape, M, strides, start pads, end pads, tile (wm, rows, images, stages, window, ctas)):
 # persistent grids, each CTA taking several tiles (some one fewer), of both forms
 PERSISTENT = [
-    ((3, 128, 28, 28), 128, 1, (1, 1), (1, 1), (2, 7, 1, 4, False, 5)),  # shifted tiles, 24 / 5
+    ((3, 128, 28, 28), 128, 1, (1, 1), (1, 1), (2, 7, 1, 4, False, 5)),  # shifted tiles, 12 / 5
     ((2, 128, 56, 56), 128, 2, (1, 1), (1, 1), (1, 7, 1, 3, False, 3)),  # stride 2, 16 / 3
     ((5, 64, 14, 14), 64, 1, (1, 1), (1, 1), (1, 14, 2, 4, False, 2)),  # two images, one short
     ((4, 64, 56, 56), 64, 1, (1, 1), (1, 1), (1, 7, 1, 4, True, 7)),  # one chunk, 32 / 7
     ((2, 256, 12, 12), 192, 1, (1, 1), (1, 1), (2, 6, 1, 3, True, 3)),  # two chunks, two blocks
-    ((2, 640, 10, 10), 64, 1, (1, 1), (1, 1), (1, 5, 1, 2, True, 3)),  # five chunks a tile
+    ((2, 640, 10, 10), 64, 1, (1, 1), (1, 1), (2, 5, 1, 2, True, 3)),  # five chunks a tile
     ((3, 64, 12, 11), 72, 1, (1, 0), (0, 1), (2, 6, 1, 5, True, 4)),  # uneven pads, odd width
     ((5, 64, 14, 14), 64, 1, (1, 1), (1, 1), (1, 14, 2, 4, True, 2)),  # two images, one short
 ]
