@@ -119,40 +119,28 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     // ZW: [chunks][images][region_h][region_w][CK]; WIN: two window buffers, [rows][CK] each
     const unsigned region = base + STAGES * STAGE;
     const int area = region_h * region_w, total = images * area;  // the region's pixels
-    // A CTA takes tiles blockIdx.x, + gridDim.x, ... (a persistent grid where it is smaller
-    // than the tiles); its K steps, windows and tiles are counted over all its tiles: g, gc, it.
-    const int tiles = tiles_m * tiles_h * ((N + images - 1) / images);
-    // the epilogue's arrays, two of each where the CTA takes more than one tile (the helpers
-    // fill the next tile's while the consumers read this one's)
-    const int buffers = static_cast<int>(gridDim.x) < tiles ? 2 : 1;
-    int* const tbl0 = reinterpret_cast<int*>(
-        ring + STAGES * STAGE + (WIN ? 2 * region_slice : (ZW ? chunks * region_slice : 0)));
-    int* const rel0 = tbl0 + buffers * BM * 9;  // [Q]: output offset from the tile's first
-    int* const psum0 = rel0 + buffers * Q;      // [Q]
-    int* const csum = psum0 + buffers * Q;      // [images][region_h][region_w]
-    signed char* const cls0 = reinterpret_cast<signed char*>(csum + (ZW ? total : 0));  // [Q]
+    int* tbl = reinterpret_cast<int*>(ring + STAGES * STAGE +
+                                      (WIN ? 2 * region_slice : (ZW ? chunks * region_slice : 0)));
+    int* rel = tbl + BM * 9;  // [Q]: output offset from the tile's first
+    int* psum = rel + Q;      // [Q]
+    int* csum = psum + Q;     // [images][region_h][region_w]
+    signed char* cls = reinterpret_cast<signed char*>(csum + (ZW ? total : 0));  // [Q]
     const unsigned full = conv::smem_addr(bars), empty = full + 8 * STAGES;
     const unsigned region_bar = empty + 8 * STAGES, helpers_bar = region_bar + 8;
     const unsigned win_full = region_bar + 16, win_empty = win_full + 16;  // [2] each (WIN)
     const int tid = threadIdx.x, wg = tid >> 7;
+    const int tm = blockIdx.x % tiles_m, tp = blockIdx.x / tiles_m;
+    const int m0 = tm * BM;
+    const int n0 = (tp / tiles_h) * images, oh0 = (tp % tiles_h) * rows;
     const int pixels = images * rows * OW;  // the box's (some past the output: not stored)
     const unsigned box_bytes = static_cast<unsigned>(pixels) * CK;
     const int KT = 9 * chunks;
     const long long plane = static_cast<long long>(OH) * OW;
-    // Tile t: channels m0.. (tm, fastest: a tile's M blocks read the same input boxes at about
-    // the same time), images n0.., output rows oh0..
-    struct Tile {
-        int m0, n0, oh0;
-    };
-    auto tile_at = [&](int t) {
-        const int tm = t % tiles_m, tp = t / tiles_m;
-        return Tile{tm * BM, (tp / tiles_h) * images, (tp % tiles_h) * rows};
-    };
     // Consumer column c (of the WN NP) is the tile's pixel c - shift: where `align`, shift is
     // the tile's first output offset modulo 8, so that each 8 columns (32 bytes of a channel's
     // output) start on a 32-byte sector (the launcher sets `align` where every channel's plane
     // is a multiple of 8 pixels and a tile's rows are not).
-    auto shift_of = [&](const Tile& tl) { return !WIN && align ? (tl.oh0 * OW) & 7 : 0; };
+    const int shift = !WIN && align ? (oh0 * OW) & 7 : 0;
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             tma::init(full + 8 * s, 1);          // the producer's arrival and the stage's bytes
@@ -172,278 +160,238 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    // Step kb of a tile: tap (r, s) and channels c CK.. of the filter's K (tap C + c CK): tap
-    // kb / chunks, chunk kb % chunks; where WIN, chunk kb / 9, tap kb % 9.
+    // Stage kb: tap (r, s) and channels c CK.. of the filter's K (tap C + c CK): tap kb / chunks,
+    // chunk kb % chunks; where WIN, chunk kb / 9, tap kb % 9.
     auto tap_of = [&](int kb) { return WIN ? kb % 9 : kb / chunks; };
     auto chunk_of = [&](int kb) { return WIN ? kb / 9 : kb % chunks; };
-    // (g: the CTA's step, whose stage is g % STAGES)
-    auto load_filter = [&](const Tile& tl, int kb, int g) {
-        tma::load2d(base + (g % STAGES) * STAGE, tmw, tap_of(kb) * C + chunk_of(kb) * CK, tl.m0,
-                    full + 8 * (g % STAGES));
+    auto load_filter = [&](int kb, unsigned stage) {
+        tma::load2d(stage, tmw, tap_of(kb) * C + chunk_of(kb) * CK, m0, full + 8 * (kb % STAGES));
     };
-    auto load_input = [&](const Tile& tl, int kb, int g) {
+    auto load_input = [&](int kb, unsigned stage) {
         const int tap = tap_of(kb), c = chunk_of(kb);
         const int r = tap / 3, s = tap - 3 * r;
-        tma::load4d(base + (g % STAGES) * STAGE + A_BYTES + 8 * CK, tmx, c * CK, s - pw,
-                    tl.oh0 * sh - ph + r, tl.n0, full + 8 * (g % STAGES));
+        tma::load4d(stage + A_BYTES + 8 * CK, tmx, c * CK, s - pw, oh0 * sh - ph + r, n0,
+                    full + 8 * (kb % STAGES));
     };
-    // WIN: the CTA's window gc (chunk gc % chunks of its tile gc / chunks) into buffer gc % 2
-    // (tmx's box: CK x region_w x region_h x images), once the consumers (and, where ZW, the
-    // helpers) are done with window gc - 2; none past the CTA's last tile
-    auto load_window = [&](int gc) {
-        const int t = blockIdx.x + (gc / chunks) * gridDim.x, c = gc % chunks, b = gc & 1;
-        if (t >= tiles) return;
-        const Tile tl = tile_at(t);
-        if (gc >= 2) dml::wg::bar_wait(win_empty + 8 * b, ((gc >> 1) - 1) & 1);
+    // WIN: chunk c's region into window buffer c % 2 (tmx's box: CK x region_w x region_h x
+    // images), once the consumers (and, where ZW, the helpers) are done with chunk c - 2's
+    auto load_window = [&](int c) {
+        const int b = c & 1;
+        if (c >= 2) dml::wg::bar_wait(win_empty + 8 * b, ((c >> 1) - 1) & 1);
         tma::expect_bytes(win_full + 8 * b, static_cast<unsigned>(total * CK));
-        tma::load4d(region + b * region_slice, tmx, c * CK, -pw, tl.oh0 - ph, tl.n0,
-                    win_full + 8 * b);
+        tma::load4d(region + b * region_slice, tmx, c * CK, -pw, oh0 - ph, n0, win_full + 8 * b);
     };
     if (wg == 0) {
         if (tid == 0) {
-            // The filter is the registration's (written before the grid ahead began): the first
-            // tile's first blocks come in while that grid ends; the input, once it has.
-            const Tile t0 = tile_at(blockIdx.x);
+            // The filter is the registration's (written before the grid ahead began): its first
+            // blocks come in while that grid ends; the input, once it has.
             const int first = KT < STAGES ? KT : STAGES;
             for (int kb = 0; kb < first; ++kb) {
+                const unsigned stage = base + kb * STAGE;
                 tma::expect_bytes(full + 8 * kb, A_BYTES + (WIN ? 0u : box_bytes));
-                load_filter(t0, kb, kb);
+                load_filter(kb, stage);
             }
             conv::dependent_start();
-            if (WIN) {  // the first two windows; each later one once its buffer is free
+            if (WIN) {  // both buffers' first chunks; each later one once its buffer is free
                 load_window(0);
-                load_window(1);
+                if (chunks > 1) load_window(1);
             }
-            int g = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const Tile tl = tile_at(t);
-                for (int kb = 0; kb < KT; ++kb, ++g) {
-                    if (g < first) {
-                        // (the region right after the first stage: the helpers' sums then
-                        // take the time of the MMAs, not of the ring's first fill, which the
-                        // L2's bandwidth bounds)
-                        if (ZW && !WIN && g == 1) {
-                            tma::expect_bytes(region_bar,
-                                              static_cast<unsigned>(chunks * total * CK));
-                            for (int c = 0; c < chunks; ++c) {
-                                tma::load4d(region + c * region_slice, tmr, c * CK, -pw,
-                                            tl.oh0 * sh - ph, tl.n0, region_bar);
-                            }
-                        }
-                        if (!WIN) load_input(tl, kb, g);
-                        continue;
-                    }
-                    const int s = g % STAGES;
-                    dml::wg::bar_wait(empty + 8 * s, ((g / STAGES) - 1) & 1);
-                    tma::expect_bytes(full + 8 * s, A_BYTES + (WIN ? 0u : box_bytes));
-                    load_filter(tl, kb, g);
-                    if (!WIN) load_input(tl, kb, g);
-                    // (window gc + 1 into window gc - 1's buffer, which the consumers give back
-                    // at window gc's first tap: by this step of it they are past that tap)
-                    if (WIN && tap_of(kb) == STAGES - 1) {
-                        const int gc = (g - kb) / 9 + chunk_of(kb);
-                        if (gc >= 1) load_window(gc + 1);
+            // (the region right after the first stage: the helpers' sums then take the time of
+            // the MMAs, not of the ring's first fill, which the L2's bandwidth bounds)
+            constexpr int REGION_AT = 1;
+            for (int kb = 0; kb < first; ++kb) {
+                if (ZW && !WIN && kb == REGION_AT) {
+                    tma::expect_bytes(region_bar, static_cast<unsigned>(chunks * total * CK));
+                    for (int c = 0; c < chunks; ++c) {
+                        tma::load4d(region + c * region_slice, tmr, c * CK, -pw, oh0 * sh - ph,
+                                    n0, region_bar);
                     }
                 }
+                if (!WIN) load_input(kb, base + kb * STAGE);
+            }
+            for (int kb = STAGES; kb < KT; ++kb) {
+                const int s = kb % STAGES;
+                dml::wg::bar_wait(empty + 8 * s, ((kb / STAGES) - 1) & 1);
+                const unsigned stage = base + s * STAGE;
+                tma::expect_bytes(full + 8 * s, A_BYTES + (WIN ? 0u : box_bytes));
+                load_filter(kb, stage);
+                if (!WIN) load_input(kb, stage);
+                // (chunk c + 1's window into chunk c - 1's buffer, which the consumers give
+                // back at chunk c's first tap: a chunk's K steps ahead of its use)
+                const int c = chunk_of(kb);
+                if (WIN && tap_of(kb) == 1 && c >= 1 && c + 1 < chunks) load_window(c + 1);
             }
         } else if (tid >= 32) {
             // While the MMAs run: the table's rows, each pixel's output offset and class.
             const int h = tid - 32;
+            for (int i = h; i < BM * 9; i += HELPERS) tbl[i] = table[m0 * 9 + i];
             const int per_image = rows * OW;
-            int gc = 0;
-            for (int t = blockIdx.x, it = 0; t < tiles; t += gridDim.x, ++it) {
-                const Tile tl = tile_at(t);
-                const int buf = it & 1, shift = shift_of(tl);
-                int* const tbl = tbl0 + buf * BM * 9;
-                int* const rel = rel0 + buf * Q;
-                int* const psum = psum0 + buf * Q;
-                signed char* const cls = cls0 + buf * Q;
-                for (int i = h; i < BM * 9; i += HELPERS) tbl[i] = table[tl.m0 * 9 + i];
+            for (int col = h; col < Q; col += HELPERS) {
+                // (WIN: the column is the region pixel (img, row, ow) of rows region_w wide)
+                const int q = col - shift < 0 ? 0 : col - shift;
+                const int span = WIN ? area : per_image, width = WIN ? region_w : OW;
+                const int img = q / span, row = (q - img * span) / width;
+                const int ow = q - img * span - row * width;
+                const int n = n0 + img, oh = oh0 + row;
+                const int rc = oh == 0 ? 0 : (oh == OH - 1 ? 2 : 1);
+                const int cc = ow == 0 ? 0 : (ow == OW - 1 ? 2 : 1);
+                const bool ok = col >= shift && img < images && row < rows && ow < OW &&
+                                n < N && oh < OH;
+                cls[col] = static_cast<signed char>(ok ? 3 * rc + cc : -1);
+                rel[col] = static_cast<int>(img * M * plane) + row * OW + ow;
+            }
+            conv::dependent_start();
+            if constexpr (ZW) {
+                // Each region pixel's channel sum, once, 8 lanes a pixel (every lane of a warp
+                // takes each round: the shuffles need all 32), from the region's copy or, where
+                // WIN, each chunk's window as it lands (the helpers then give it back too);
+                // then each output pixel's sum over its window.
+                const int lane8 = h & 7;
+                // the 16-byte pieces of each pixel in `bytes` (chunk c's at c region_slice), its
+                // sums added to those of the chunks before where `add`
+                auto sum_pixels = [&](const unsigned char* bytes, int pieces, bool add) {
+                    constexpr int U = 4;  // pixels a group of 8 lanes sums at once
+                    for (int i0 = h >> 3; i0 - (h >> 3) < total; i0 += U * HELPERS / 8) {
+                        int sum[U];
+#pragma unroll
+                        for (int u = 0; u < U; ++u) sum[u] = 0;
+                        for (int v = lane8; v < pieces; v += 8) {
+                            const int c = v * 16 / CK, off = v * 16 - c * CK;
+                            const unsigned char* const p = bytes + c * region_slice + off;
+                            uint4 b[U];
+#pragma unroll
+                            for (int u = 0; u < U; ++u) {
+                                const int i = i0 + u * HELPERS / 8;
+                                const int at = (i < total ? i : 0) * CK;
+                                b[u] = *reinterpret_cast<const uint4*>(p + at);
+                            }
+#pragma unroll
+                            for (int u = 0; u < U; ++u) {
+                                sum[u] = conv::byte_sum<XS>(b[u].x, sum[u]);
+                                sum[u] = conv::byte_sum<XS>(b[u].y, sum[u]);
+                                sum[u] = conv::byte_sum<XS>(b[u].z, sum[u]);
+                                sum[u] = conv::byte_sum<XS>(b[u].w, sum[u]);
+                            }
+                        }
+#pragma unroll
+                        for (int u = 0; u < U; ++u) {
+#pragma unroll
+                            for (int o = 4; o > 0; o >>= 1) {
+                                sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], o);
+                            }
+                            // (a pixel's group is the same for every chunk)
+                            const int i = i0 + u * HELPERS / 8;
+                            if (lane8 == 0 && i < total) csum[i] = sum[u] + (add ? csum[i] : 0);
+                        }
+                    }
+                };
+                if constexpr (WIN) {
+                    for (int c = 0; c < chunks; ++c) {
+                        dml::wg::bar_wait(win_full + 8 * (c & 1), (c >> 1) & 1);
+                        sum_pixels(ring + STAGES * STAGE + (c & 1) * region_slice, CK / 16, c > 0);
+                        __syncwarp();
+                        if ((h & 31) == 0) tma::arrive(win_empty + 8 * (c & 1));
+                    }
+                } else {
+                    dml::wg::bar_wait(region_bar, 0);
+                    sum_pixels(ring + STAGES * STAGE, C / 16, false);
+                }
+                // (the helpers meet on a shared-memory barrier rather than a named one, which
+                // the race checker orders with the named barrier after it)
+                tma::arrive(helpers_bar);
+                dml::wg::bar_wait(helpers_bar, 0);
                 for (int col = h; col < Q; col += HELPERS) {
-                    // (WIN: the column is the region pixel (img, row, ow) of rows region_w wide)
+                    // (the column's image, row and column, as for its class above)
                     const int q = col - shift < 0 ? 0 : col - shift;
                     const int span = WIN ? area : per_image, width = WIN ? region_w : OW;
                     const int img = q / span, row = (q - img * span) / width;
                     const int ow = q - img * span - row * width;
-                    const int n = tl.n0 + img, oh = tl.oh0 + row;
-                    const int rc = oh == 0 ? 0 : (oh == OH - 1 ? 2 : 1);
-                    const int cc = ow == 0 ? 0 : (ow == OW - 1 ? 2 : 1);
-                    const bool ok = col >= shift && img < images && row < rows && ow < OW &&
-                                    n < N && oh < OH;
-                    cls[col] = static_cast<signed char>(ok ? 3 * rc + cc : -1);
-                    rel[col] = static_cast<int>(img * M * plane) + row * OW + ow;
-                }
-                if (it == 0) conv::dependent_start();
-                if constexpr (ZW) {
-                    // Each region pixel's channel sum, once, 8 lanes a pixel (every lane of a
-                    // warp takes each round: the shuffles need all 32), from the region's copy
-                    // or, where WIN, each window as it lands (the helpers then give it back
-                    // too); then each output pixel's sum over its window.
-                    const int lane8 = h & 7;
-                    // the 16-byte pieces of each pixel in `bytes` (chunk c's at c
-                    // region_slice), its sums added to those of the chunks before where `add`
-                    auto sum_pixels = [&](const unsigned char* bytes, int pieces, bool add) {
-                        constexpr int U = 4;  // pixels a group of 8 lanes sums at once
-                        for (int i0 = h >> 3; i0 - (h >> 3) < total; i0 += U * HELPERS / 8) {
-                            int sum[U];
+                    int sum = 0;
+                    if (cls[col] >= 0) {
+                        const int* c0 = csum + (img * region_h + row * sh) * region_w + ow * sh;
 #pragma unroll
-                            for (int u = 0; u < U; ++u) sum[u] = 0;
-                            for (int v = lane8; v < pieces; v += 8) {
-                                const int c = v * 16 / CK, off = v * 16 - c * CK;
-                                const unsigned char* const p = bytes + c * region_slice + off;
-                                uint4 b[U];
+                        for (int r = 0; r < 3; ++r) {
 #pragma unroll
-                                for (int u = 0; u < U; ++u) {
-                                    const int i = i0 + u * HELPERS / 8;
-                                    const int at = (i < total ? i : 0) * CK;
-                                    b[u] = *reinterpret_cast<const uint4*>(p + at);
-                                }
-#pragma unroll
-                                for (int u = 0; u < U; ++u) {
-                                    sum[u] = conv::byte_sum<XS>(b[u].x, sum[u]);
-                                    sum[u] = conv::byte_sum<XS>(b[u].y, sum[u]);
-                                    sum[u] = conv::byte_sum<XS>(b[u].z, sum[u]);
-                                    sum[u] = conv::byte_sum<XS>(b[u].w, sum[u]);
-                                }
-                            }
-#pragma unroll
-                            for (int u = 0; u < U; ++u) {
-#pragma unroll
-                                for (int o = 4; o > 0; o >>= 1) {
-                                    sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], o);
-                                }
-                                // (a pixel's group is the same for every chunk)
-                                const int i = i0 + u * HELPERS / 8;
-                                if (lane8 == 0 && i < total) {
-                                    csum[i] = sum[u] + (add ? csum[i] : 0);
-                                }
-                            }
+                            for (int s = 0; s < 3; ++s) sum += c0[r * region_w + s];
                         }
-                    };
-                    if constexpr (WIN) {
-                        for (int c = 0; c < chunks; ++c, ++gc) {
-                            dml::wg::bar_wait(win_full + 8 * (gc & 1), (gc >> 1) & 1);
-                            sum_pixels(ring + STAGES * STAGE + (gc & 1) * region_slice, CK / 16,
-                                       c > 0);
-                            __syncwarp();
-                            if ((h & 31) == 0) tma::arrive(win_empty + 8 * (gc & 1));
-                        }
-                    } else {
-                        // (one tile a CTA: the launcher makes no persistent grid of this form)
-                        dml::wg::bar_wait(region_bar, 0);
-                        sum_pixels(ring + STAGES * STAGE, C / 16, false);
                     }
-                    // (the helpers meet on a shared-memory barrier rather than a named one,
-                    // which the race checker orders with the named barrier after it)
-                    tma::arrive(helpers_bar);
-                    dml::wg::bar_wait(helpers_bar, it & 1);
-                    for (int col = h; col < Q; col += HELPERS) {
-                        // (the column's image, row and column, as for its class above)
-                        const int q = col - shift < 0 ? 0 : col - shift;
-                        const int span = WIN ? area : per_image, width = WIN ? region_w : OW;
-                        const int img = q / span, row = (q - img * span) / width;
-                        const int ow = q - img * span - row * width;
-                        int sum = 0;
-                        if (cls[col] >= 0) {
-                            const int* c0 =
-                                csum + (img * region_h + row * sh) * region_w + ow * sh;
-#pragma unroll
-                            for (int r = 0; r < 3; ++r) {
-#pragma unroll
-                                for (int s = 0; s < 3; ++s) sum += c0[r * region_w + s];
-                            }
-                        }
-                        psum[col] = sum;
-                    }
+                    psum[col] = sum;
                 }
-                // (a sync, not an arrive: the helpers' writes are ordered before the
-                // consumers' reads as the memory model and its checkers see it; the helpers
-                // then fill the other buffers, which the consumers read a tile later)
-                asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");
             }
+            // (a sync, not an arrive: the helpers have nothing left to do, and their writes are
+            // ordered before the consumers' reads as the memory model and its checkers see it)
+            asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");
         }
         return;
     }
     const int cw = wg - 1, wm = cw % WM, wn = cw / WM;
-    const int lane = tid & 31, warp = (tid >> 5) & 3, g4 = lane >> 2, t = lane & 3;
-    const int ml = wm * 64 + warp * 16 + g4;  // the CTA's channel (and + 8)
+    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+    const int ml = wm * 64 + warp * 16 + g;  // the CTA's channel (and + 8)
+    unsigned zw[2];  // (the registration's, as the table: read before the grid ahead ends)
+    bool live[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = m0 + ml + 8 * h;
+        live[h] = m < M;
+        zw[h] = ZW && live[h] ? static_cast<unsigned>(w_zp[m]) : 0u;
+    }
     conv::dependent_start();
     int acc[NP / 2];  // (the first MMA ignores its values: no instruction but wgmma writes them)
-    int g = 0;
-    for (int tt = blockIdx.x, it = 0; tt < tiles; tt += gridDim.x, ++it) {
-        const Tile tl = tile_at(tt);
-        const int buf = it & 1, shift = shift_of(tl);
-        unsigned zw[2];  // (the registration's, as the table)
-        bool live[2];
+    for (int kb = 0; kb < KT; ++kb) {
+        const int s = kb % STAGES;
+        const int tap = tap_of(kb), c = chunk_of(kb);
+        if (WIN && tap == 0) dml::wg::bar_wait(win_full + 8 * (c & 1), (c >> 1) & 1);
+        dml::wg::bar_wait(full + 8 * s, (kb / STAGES) & 1);
+        dml::wg::fence();
+        const unsigned a = base + s * STAGE + wm * 64 * CK;
+        const unsigned b = WIN ? region + (c & 1) * region_slice +
+                                     ((tap / 3) * region_w + tap % 3 + wn * NP) * CK
+                               : base + s * STAGE + A_BYTES + (8 - shift + wn * NP) * CK;
+#pragma unroll
+        for (int j = 0; j < CK / 32; ++j) {
+            dml::wg::mma<NP, WS, XS>(acc, dml::wg::swizzled_desc<CK>(a + 32 * j),
+                                     dml::wg::swizzled_desc<CK>(b + 32 * j), kb > 0 || j > 0);
+        }
+        dml::wg::commit();
+        dml::wg::wait<1>();  // the stage before is read: give it back
+        if (kb > 0 && (tid & 127) == 0) tma::arrive(empty + 8 * ((kb - 1) % STAGES));
+        // (and at a chunk's first tap, the chunk before's window)
+        if (WIN && tap == 0 && c > 0 && (tid & 127) == 0) {
+            tma::arrive(win_empty + 8 * ((c - 1) & 1));
+        }
+    }
+    dml::wg::wait<0>();
+    dml::wg::fence_operands(acc);
+
+    // acc[4 j + 2 h + e]: channel 16 warp + g + 8 h, pixel 8 j + 2 t + e of the warpgroup's NP.
+    asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");  // helpers' work in
+    int* const tile_out = out + ((static_cast<long long>(n0) * M + m0 + ml) * plane + oh0 * OW);
+#pragma unroll
+    for (int j = 0; j < NP / 8; ++j) {
+        const int q = wn * NP + 8 * j + 2 * t;
+        const int2 r = *reinterpret_cast<const int2*>(rel + q);
+        const int c0 = cls[q], c1 = cls[q + 1];
+        int2 ps = make_int2(0, 0);
+        if constexpr (ZW) ps = *reinterpret_cast<const int2*>(psum + q);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int m = tl.m0 + ml + 8 * h;
-            live[h] = m < M;
-            zw[h] = ZW && live[h] ? static_cast<unsigned>(w_zp[m]) : 0u;
-        }
-        for (int kb = 0; kb < KT; ++kb, ++g) {
-            const int s = g % STAGES;
-            const int tap = tap_of(kb), c = chunk_of(kb), gc = it * chunks + c;
-            if (WIN && tap == 0) dml::wg::bar_wait(win_full + 8 * (gc & 1), (gc >> 1) & 1);
-            dml::wg::bar_wait(full + 8 * s, (g / STAGES) & 1);
-            dml::wg::fence();
-            const unsigned a = base + s * STAGE + wm * 64 * CK;
-            const unsigned b = WIN ? region + (gc & 1) * region_slice +
-                                         ((tap / 3) * region_w + tap % 3 + wn * NP) * CK
-                                   : base + s * STAGE + A_BYTES + (8 - shift + wn * NP) * CK;
-#pragma unroll
-            for (int j = 0; j < CK / 32; ++j) {
-                dml::wg::mma<NP, WS, XS>(acc, dml::wg::swizzled_desc<CK>(a + 32 * j),
-                                         dml::wg::swizzled_desc<CK>(b + 32 * j), kb > 0 || j > 0);
-            }
-            dml::wg::commit();
-            dml::wg::wait<1>();  // the stage before is read: give it back
-            if (kb > 0 && (tid & 127) == 0) tma::arrive(empty + 8 * ((g - 1) % STAGES));
-            // (and at a window's first tap, the window before, this tile's or the last one's)
-            if (WIN && tap == 0 && gc > 0 && (tid & 127) == 0) {
-                tma::arrive(win_empty + 8 * ((gc - 1) & 1));
-            }
-        }
-        dml::wg::wait<0>();
-        dml::wg::fence_operands(acc);
-        if ((tid & 127) == 0) tma::arrive(empty + 8 * ((g - 1) % STAGES));  // the tile's last
-
-        // acc[4 j + 2 h + e]: channel 16 warp + g4 + 8 h, pixel 8 j + 2 t + e of the
-        // warpgroup's NP.
-        asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS + HELPERS) : "memory");  // helpers' in
-        const int* const tbl = tbl0 + buf * BM * 9;
-        const int* const rel = rel0 + buf * Q;
-        const int* const psum = psum0 + buf * Q;
-        const signed char* const cls = cls0 + buf * Q;
-        int* const tile_out =
-            out + ((static_cast<long long>(tl.n0) * M + tl.m0 + ml) * plane + tl.oh0 * OW);
-#pragma unroll
-        for (int j = 0; j < NP / 8; ++j) {
-            const int q = wn * NP + 8 * j + 2 * t;
-            const int2 r = *reinterpret_cast<const int2*>(rel + q);
-            const int c0 = cls[q], c1 = cls[q + 1];
-            int2 ps = make_int2(0, 0);
-            if constexpr (ZW) ps = *reinterpret_cast<const int2*>(psum + q);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                if (!live[h]) continue;
-                const int* tb = tbl + (ml + 8 * h) * 9;
-                const unsigned x_zp = static_cast<unsigned>(zx);
-                const unsigned v0 = static_cast<unsigned>(acc[4 * j + 2 * h]) +
-                                    x_zp * static_cast<unsigned>(tb[c0 < 0 ? 0 : c0]) -
-                                    zw[h] * static_cast<unsigned>(ps.x);
-                const unsigned v1 = static_cast<unsigned>(acc[4 * j + 2 * h + 1]) +
-                                    x_zp * static_cast<unsigned>(tb[c1 < 0 ? 0 : c1]) -
-                                    zw[h] * static_cast<unsigned>(ps.y);
-                int* o = tile_out + 8 * h * plane;
-                if (c0 >= 0 && c1 >= 0 && r.y == r.x + 1 &&
-                    (reinterpret_cast<unsigned long long>(o + r.x) & 7) == 0) {
-                    *reinterpret_cast<int2*>(o + r.x) =
-                        make_int2(static_cast<int>(v0), static_cast<int>(v1));
-                } else {
-                    if (c0 >= 0) o[r.x] = static_cast<int>(v0);
-                    if (c1 >= 0) o[r.y] = static_cast<int>(v1);
-                }
+            if (!live[h]) continue;
+            const int* tb = tbl + (ml + 8 * h) * 9;
+            const unsigned x_zp = static_cast<unsigned>(zx);
+            const unsigned v0 = static_cast<unsigned>(acc[4 * j + 2 * h]) +
+                                x_zp * static_cast<unsigned>(tb[c0 < 0 ? 0 : c0]) -
+                                zw[h] * static_cast<unsigned>(ps.x);
+            const unsigned v1 = static_cast<unsigned>(acc[4 * j + 2 * h + 1]) +
+                                x_zp * static_cast<unsigned>(tb[c1 < 0 ? 0 : c1]) -
+                                zw[h] * static_cast<unsigned>(ps.y);
+            int* o = tile_out + 8 * h * plane;
+            if (c0 >= 0 && c1 >= 0 && r.y == r.x + 1 &&
+                (reinterpret_cast<unsigned long long>(o + r.x) & 7) == 0) {
+                *reinterpret_cast<int2*>(o + r.x) =
+                    make_int2(static_cast<int>(v0), static_cast<int>(v1));
+            } else {
+                if (c0 >= 0) o[r.x] = static_cast<int>(v0);
+                if (c1 >= 0) o[r.y] = static_cast<int>(v1);
             }
         }
     }

@@ -80,23 +80,17 @@ class TmaTile:
     """A CTA's work: `wm` consumer warpgroups along the output channels (64 each; 1: two along
     the pixels), `rows` output rows of one image or, where `images` > 1, whole images, and the
     ring's `stages`; `window`: the shifted-window form (each channel chunk's input region copied
-    once for its nine taps; stride 1); `ctas`: a persistent grid of that many CTAs, each taking
-    every `ctas`-th tile (its next tile's first copies made under this one's MMAs and
-    epilogue), or 0: a CTA a tile."""
+    once for its nine taps; stride 1)."""
 
     wm: int
     rows: int
     images: int
     stages: int
     window: bool = False
-    ctas: int = 0
 
     def __str__(self) -> str:
         form = " window" if self.window else ""
-        grid = f" ctas={self.ctas}" if self.ctas else ""
-        return (
-            f"TMA wm={self.wm} rows={self.rows} images={self.images} st={self.stages}{form}{grid}"
-        )
+        return f"TMA wm={self.wm} rows={self.rows} images={self.images} st={self.stages}{form}"
 
 
 def _masks(count: int, stride: int, pad: int, size: int) -> tuple[int, int, int] | None:
@@ -213,14 +207,12 @@ def _window_slice(q: _Problem, rows: int, images: int, columns: int) -> int:
 
 
 def _after_stages(
-    q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False,
-    buffers: int = 1,
-) -> int:  # fmt: skip
+    q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False
+) -> int:
     """Shared bytes past the ring: the two window buffers of the shifted-window form
     (`window`), or where a filter zero point is not 0 (`zw`) the tile's input region; the
     table's rows; each consumer pixel's output offset and sum; where `zw`, the region's pixels'
-    channel sums; each consumer pixel's class (a byte); the epilogue's arrays (all but the
-    channel sums) twice over where a CTA takes more than one tile (`buffers` 2)."""
+    channel sums; each consumer pixel's class (a byte)."""
     pixels = (2 // wm) * np_
     region_h, region_w = _window(q, rows) if window else _region(q, rows)
     if window:
@@ -228,18 +220,16 @@ def _after_stages(
     else:
         copies = q.c // _ck(q) * _region_slice(q, rows, images) if zw else 0
     sums = 4 * images * region_h * region_w if zw else 0
-    return copies + sums + buffers * (4 * (9 * 64 * wm + 2 * pixels) + pixels)
+    return copies + sums + 4 * (9 * 64 * wm + 2 * pixels) + pixels
 
 
 def _stages(
-    q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False,
-    buffers: int = 1,
-) -> int:  # fmt: skip
+    q: _Problem, wm: int, np_: int, rows: int, images: int, zw: bool, window: bool = False
+) -> int:
     """The ring's stages that fit shared memory (at most one per K step), or 0."""
     ck, bm, wn = _ck(q), 64 * wm, 2 // wm
     stage = bm * ck if window else (bm + wn * np_ + _BOX_ROW) * ck
-    room = _SMEM_CTA - _ALIGN_SLACK
-    room -= _after_stages(q, wm, np_, rows, images, zw, window, buffers)
+    room = _SMEM_CTA - _ALIGN_SLACK - _after_stages(q, wm, np_, rows, images, zw, window)
     stages = min(_MAX_STAGES, 9 * q.c // ck, room // stage)
     return stages if stages >= _MIN_STAGES else 0
 
@@ -286,42 +276,17 @@ def tma_tiles(
                 stages = _stages(q, wm, np_, rows, images, zw, window) if np_ else 0
                 if not np_ or not stages:
                     continue
-                tile = TmaTile(wm, rows, images, stages, window)
+                ctas = -(-q.m // (64 * wm)) * -(-q.n // images) * -(-q.oh // rows)
                 macs = 64 * wm * (2 // wm) * np_ * 9 * q.c
-                waves = math.ceil(_tile_count(q, tile) / sms)
-                cost = waves * (macs / _TENSOR_MACS_PER_CLOCK + _CTA_FIXED_CLOCKS)
-                ranked.append((cost, -np_, tile))
+                cost = math.ceil(ctas / sms) * (macs / _TENSOR_MACS_PER_CLOCK + _CTA_FIXED_CLOCKS)
+                ranked.append((cost, -np_, TmaTile(wm, rows, images, stages, window)))
         ranked.sort(key=lambda t: t[:2])
         for *_, tile in ranked[:candidates]:
             tiles.append(tile)
             for stages in _FEWER_STAGES:
                 if _MIN_STAGES <= stages < tile.stages:
                     tiles.append(dataclasses.replace(tile, stages=stages))
-            persistent = _persistent(q, tile, zw, sms)
-            if persistent is not None:
-                tiles.append(persistent)
     return tiles
-
-
-def _tile_count(q: _Problem, tile: TmaTile) -> int:
-    return -(-q.m // (64 * tile.wm)) * -(-q.n // tile.images) * -(-q.oh // tile.rows)
-
-
-def _persistent(q: _Problem, tile: TmaTile, zw: bool, sms: int) -> TmaTile | None:
-    """`tile` on a persistent grid where its tiles take more than one wave of CTAs: as many
-    CTAs as spread them evenly over the waves, with the stages that still fit beside the
-    epilogue's second set of arrays; None where they take one wave, or where the tile's input
-    region is copied apart (a filter zero point not 0 on the per-tap form: one region a CTA)."""
-    count = _tile_count(q, tile)
-    if count <= sms or (zw and not tile.window):
-        return None
-    waves = -(-count // sms)
-    np_ = _np(q, tile.rows, tile.images, 2 // tile.wm, tile.window)
-    assert np_ is not None
-    stages = _stages(q, tile.wm, np_, tile.rows, tile.images, zw, tile.window, buffers=2)
-    if not stages:
-        return None
-    return dataclasses.replace(tile, stages=min(stages, tile.stages), ctas=-(-count // waves))
 
 
 _Layout = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int]
@@ -432,9 +397,6 @@ def tma_plan(
     wm, wn, window = tile.wm, 2 // tile.wm, tile.window
     single = tile.images == 1
     np_ = _np(q, tile.rows, tile.images, wn, window)
-    count = _tile_count(q, tile)
-    persistent = 0 < tile.ctas < count
-    buffers = 2 if persistent else 1
     fits = (
         wm in (1, 2)
         and (single and 1 <= tile.rows <= q.oh or not single and tile.rows == q.oh)
@@ -443,19 +405,18 @@ def tma_plan(
         and (not (zw or window) or _region_fits(q, tile.rows, window))
         and not (window and q.sh != 1)
         and _offsets_fit(q, tile.images)
-        and 0 <= tile.ctas <= count
-        and not (persistent and zw and not window)  # (one input region a CTA)
+        and np_ is not None
+        and _MIN_STAGES <= tile.stages <= _stages(q, wm, np_, tile.rows, tile.images, zw, window)
     )
-    stages = _stages(q, wm, np_, tile.rows, tile.images, zw, window, buffers) if np_ else 0
-    if not fits or np_ is None or not _MIN_STAGES <= tile.stages <= stages:
+    if not fits or np_ is None:
         raise ValueError(f"the TMA-fed kernel's tile {tile} does not fit this shape")
     ck, bm = _ck(q), 64 * wm
     tiles_m = -(-q.m // bm)
     tiles_h = -(-q.oh // tile.rows)
-    ctas = tile.ctas or count
+    ctas = tiles_m * -(-q.n // tile.images) * tiles_h
     stage = bm * ck if window else (bm + wn * np_ + _BOX_ROW) * ck
     smem = _ALIGN_SLACK + tile.stages * stage
-    smem += _after_stages(q, wm, np_, tile.rows, tile.images, zw, window, buffers)
+    smem += _after_stages(q, wm, np_, tile.rows, tile.images, zw, window)
     kernel: Launch = launch(
         TMA_SOURCE, "conv_int_tma", np.dtype(w_dtype), np.dtype(x_dtype), ck, np_, wm, wn,
         tile.stages, zw, window, grid=(ctas, 1, 1), block=(_WARPGROUP * (1 + wm * wn), 1, 1),

@@ -18,7 +18,6 @@ from dmlserve.kernels import reference
 from dmlserve.kernels.cupy_backend._convolution_integer_tma import (
     TmaTile,
     _masks,
-    _persistent,
     _region,
     _region_fits,
     _table,
@@ -72,32 +71,6 @@ def test_region_box_limit(width: int, stride: int, fits: bool) -> None:
                  np.zeros(64, np.int32))  # fmt: skip
     assert _region(q, 1)[1] == (ow - 1) * stride + 3
     assert _region_fits(q, 1) == fits
-
-
-@pytest.mark.parametrize(
-    ("n", "zw", "window", "ctas"),
-    [
-        (32, False, True, 128),  # 256 tiles: two waves of 128 CTAs
-        (32, True, True, 128),  # the window form sums its pixels from its windows
-        (33, False, False, 132),  # 264 tiles: two waves of 132
-        (40, False, True, 107),  # 320 tiles: three waves of 107 (the last 106)
-        (32, True, False, None),  # the per-tap form's input region: one a CTA
-        (16, False, True, None),  # 128 tiles: one wave
-    ],
-)
-def test_persistent_grid(n: int, zw: bool, window: bool, ctas: int | None) -> None:
-    """Where a tile's CTAs take more than one wave, its persistent form spreads the tiles
-    evenly over the waves' CTAs, with the stages that still fit."""
-    q = _Problem(n, 64, 56, 56, 64, 64, 3, 3, 1, 56, 56, 1, 1, 1, 1, 1, 1, 128,
-                 np.zeros(64, np.int32))  # fmt: skip
-    tile = TmaTile(1, 7, 1, 4, window)
-    got = _persistent(q, tile, zw, 132)
-    if ctas is None:
-        assert got is None
-    else:
-        assert got is not None and got.ctas == ctas
-        assert (got.wm, got.rows, got.images, got.window) == (1, 7, 1, window)
-        assert 2 <= got.stages <= tile.stages
 
 
 @pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
@@ -242,54 +215,6 @@ def test_window_tiles(
     assert what == "wgmma_tma"
 
 
-# (shape, M, strides, start pads, end pads, tile (wm, rows, images, stages, window, ctas)):
-# persistent grids, each CTA taking several tiles (some one fewer), of both forms
-PERSISTENT = [
-    ((3, 128, 28, 28), 128, 1, (1, 1), (1, 1), (2, 7, 1, 4, False, 5)),  # shifted tiles, 12 / 5
-    ((2, 128, 56, 56), 128, 2, (1, 1), (1, 1), (1, 7, 1, 3, False, 3)),  # stride 2, 16 / 3
-    ((5, 64, 14, 14), 64, 1, (1, 1), (1, 1), (1, 14, 2, 4, False, 2)),  # two images, one short
-    ((4, 64, 56, 56), 64, 1, (1, 1), (1, 1), (1, 7, 1, 4, True, 7)),  # one chunk, 32 / 7
-    ((2, 256, 12, 12), 192, 1, (1, 1), (1, 1), (2, 6, 1, 3, True, 3)),  # two chunks, two blocks
-    ((2, 640, 10, 10), 64, 1, (1, 1), (1, 1), (2, 5, 1, 2, True, 3)),  # five chunks a tile
-    ((3, 64, 12, 11), 72, 1, (1, 0), (0, 1), (2, 6, 1, 5, True, 4)),  # uneven pads, odd width
-    ((5, 64, 14, 14), 64, 1, (1, 1), (1, 1), (1, 14, 2, 4, True, 2)),  # two images, one short
-]
-
-
-@gpu
-@pytest.mark.parametrize("zp_mode", ["none", "tensor", "channel"])
-@pytest.mark.parametrize(("xt", "wt"), PAIRS)
-@pytest.mark.parametrize(("shape", "m", "stride", "start", "end", "tile"), PERSISTENT)
-def test_persistent_tiles(
-    shape: tuple[int, int, int, int],
-    m: int,
-    stride: int,
-    start: tuple[int, int],
-    end: tuple[int, int],
-    tile: tuple[int, int, int, int, bool, int],
-    xt: Any,
-    wt: Any,
-    zp_mode: str,
-) -> None:
-    """A persistent grid (each CTA's tiles one after another: the ring's stages, the windows
-    and the epilogue's arrays carried across them) is exact; the per-tap form with a filter
-    zero point other than 0 (one input region a CTA) is refused."""
-    rng = np.random.default_rng([*shape, m, stride, *tile, PAIRS.index((xt, wt)), len(zp_mode)])
-    x = random_int8(rng, shape, xt)
-    w = random_int8(rng, (m, shape[1], 3, 3), wt)
-    zx = random_zero_point(rng, xt)
-    zw = zero_points(rng, zp_mode, wt, m)
-    geometry = ((stride, stride), (1, 1), start, end, 1)
-    options = _tma(TmaTile(*tile))
-    refused = zw.any() and not tile[4]
-    if not _sm90() or refused:
-        with pytest.raises(ValueError, match="compute capability 9.0|GPU|TMA-fed"):
-            check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
-        return
-    what = check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
-    assert what == "wgmma_tma"
-
-
 @gpu
 @pytest.mark.parametrize(
     ("shape", "m", "stride"),
@@ -321,40 +246,6 @@ def test_offered_tiles(shape: tuple[int, int, int, int], m: int, stride: int, zp
     assert tiles
     for tile in tiles:
         geometry = ((stride, stride), (1, 1), (1, 1), (1, 1), 1)
-        assert check(x, w, 128, zw, *geometry, view=view, options=_tma(tile)) == "wgmma_tma"
-
-
-@gpu
-@pytest.mark.parametrize(
-    ("shape", "m"), [((2, 64, 56, 56), 64), ((2, 128, 28, 28), 128), ((2, 256, 12, 12), 192)]
-)
-@pytest.mark.parametrize("zp_mode", ["none", "channel"])
-def test_offered_persistent_tiles(
-    shape: tuple[int, int, int, int], m: int, zp_mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On a GPU of a few SMs (as the planner sees it) the tiles offered include persistent
-    grids, each exact."""
-    import cupy
-
-    tma = launcher("_convolution_integer_tma")
-    conv = launcher("convolution_integer")
-    monkeypatch.setattr(tma, "sm_count", lambda: 3)
-    rng = np.random.default_rng([*shape, m, len(zp_mode)])
-    x = random_int8(rng, shape, np.uint8)
-    w = random_int8(rng, (m, shape[1], 3, 3), np.int8)
-    zw = zero_points(rng, zp_mode, np.int8, m)
-    view = channels_last()
-    h = shape[2]
-    q = conv._Problem(*shape, m, shape[1], 3, 3, 1, h, h, 1, 1, 1, 1, 1, 1, 128, zw)
-    x_view = view(cupy.asarray(x))
-    device = cupy.cuda.Device().id
-    tiles = tma.tma_tiles(q, x_view.shape, x_view.strides, 16, device, zw=zp_mode != "none")
-    if not _sm90():
-        assert tiles == []
-        return
-    assert any(tile.ctas for tile in tiles)
-    for tile in tiles:
-        geometry = ((1, 1), (1, 1), (1, 1), (1, 1), 1)
         assert check(x, w, 128, zw, *geometry, view=view, options=_tma(tile)) == "wgmma_tma"
 
 
