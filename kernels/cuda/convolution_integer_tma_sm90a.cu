@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(128 * (1 + WM * WN), 1)
     constexpr int Q = WN * NP;   // the consumers' pixels
     static_assert(CK == 64 || CK == 128, "CK");
     static_assert(STAGES >= 2, "the region's copy follows the first stage's");
+    static_assert(!WIN || STAGES <= 10, "window c + 1 is copied at a K step past the first fill");
     static_assert(WM * WN == 2 || WM * WN == 1, "consumers");
     extern __shared__ unsigned char smem_raw[];  // (aligned on 1024 below)
     // the ring's full and empty barriers; where ZW, the region's and the helpers'; where WIN,

@@ -244,6 +244,7 @@ def test_offered_tiles(shape: tuple[int, int, int, int], m: int, stride: int, zp
         assert tiles == []
         return
     assert tiles
+    assert any(tile.window for tile in tiles) == (stride == 1)  # (the window form: stride 1)
     for tile in tiles:
         geometry = ((stride, stride), (1, 1), (1, 1), (1, 1), 1)
         assert check(x, w, 128, zw, *geometry, view=view, options=_tma(tile)) == "wgmma_tma"
@@ -395,7 +396,7 @@ def test_chained_dependent_calls() -> None:
         ((2, 128, 8, 8), 64, ((1, 1), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 9, 1, 4)),  # rows
         ((2, 128, 8, 8), 64, ((1, 1), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 8, 2, 9)),  # stages
         ((2, 128, 32, 32), 64, ((1, 1), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 32, 1, 2)),  # NP
-        ((2, 128, 16, 16), 64, ((2, 2), (1, 1), (1, 1), (1, 1), 1), "nhwc", (1, 4, 1, 2, True)),
+        ((1, 128, 8, 96), 64, ((2, 2), (1, 1), (1, 1), (1, 1), 1), "nhwc", (2, 1, 1, 2, True)),
     ],
 )
 def test_refused(
