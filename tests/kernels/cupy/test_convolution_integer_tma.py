@@ -120,6 +120,33 @@ def _tma(tile: TmaTile) -> Any:
     return launcher("convolution_integer").Options(tma=tile)
 
 
+def _check_forced(
+    seed: list[Any],
+    shape: tuple[int, int, int, int],
+    m: int,
+    geometry: tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int], int],
+    tile: TmaTile,
+    xt: Any,
+    wt: Any,
+    zp_mode: str,
+) -> None:
+    """Random values of the pair's types and zero-point form through the forced `tile`, exact
+    (the input's bytes lying past its channels and before it holding junk that any read of
+    them would add); refused where the GPU is not of compute capability 9.0."""
+    rng = np.random.default_rng(seed)
+    x = random_int8(rng, shape, xt)
+    w = random_int8(rng, (m, shape[1], 3, 3), wt)
+    zx = random_zero_point(rng, xt)
+    zw = zero_points(rng, zp_mode, wt, m)
+    options = _tma(tile)
+    if not _sm90():
+        with pytest.raises(ValueError, match="compute capability 9.0|GPU"):
+            check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
+        return
+    what = check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
+    assert what == "wgmma_tma"
+
+
 # (shape (N, C, H, W), M, strides, start pads, end pads, tile (wm, rows, images, stages))
 FORCED = [
     ((2, 128, 28, 28), 128, 1, (1, 1), (1, 1), (2, 7, 1, 4)),  # tiles shifted by 4 columns
@@ -154,19 +181,9 @@ def test_forced_tiles(
 ) -> None:
     """Every geometry the kernel takes, exact, the input's bytes lying past its channels (spare
     channels) and before it holding junk that any read of them would add."""
-    rng = np.random.default_rng([*shape, m, stride, *tile, PAIRS.index((xt, wt)), len(zp_mode)])
-    x = random_int8(rng, shape, xt)
-    w = random_int8(rng, (m, shape[1], 3, 3), wt)
-    zx = random_zero_point(rng, xt)
-    zw = zero_points(rng, zp_mode, wt, m)
+    seed = [*shape, m, stride, *tile, PAIRS.index((xt, wt)), len(zp_mode)]
     geometry = ((stride, stride), (1, 1), start, end, 1)
-    options = _tma(TmaTile(*tile))
-    if not _sm90():
-        with pytest.raises(ValueError, match="compute capability 9.0|GPU"):
-            check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
-        return
-    what = check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
-    assert what == "wgmma_tma"
+    _check_forced(seed, shape, m, geometry, TmaTile(*tile), xt, wt, zp_mode)
 
 
 WINDOW = [
@@ -200,19 +217,9 @@ def test_window_tiles(
 ) -> None:
     """The shifted-window form (each chunk's input region copied once for its nine taps; where
     a filter zero point is not 0, the pixel sums made from the same copies), forced, exact."""
-    rng = np.random.default_rng([*shape, m, *tile, PAIRS.index((xt, wt)), len(zp_mode)])
-    x = random_int8(rng, shape, xt)
-    w = random_int8(rng, (m, shape[1], 3, 3), wt)
-    zx = random_zero_point(rng, xt)
-    zw = zero_points(rng, zp_mode, wt, m)
+    seed = [*shape, m, *tile, PAIRS.index((xt, wt)), len(zp_mode)]
     geometry = ((1, 1), (1, 1), start, end, 1)
-    options = _tma(TmaTile(*tile, window=True))
-    if not _sm90():
-        with pytest.raises(ValueError, match="compute capability 9.0|GPU"):
-            check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
-        return
-    what = check(x, w, zx, zw, *geometry, view=channels_last(16, 32), options=options)
-    assert what == "wgmma_tma"
+    _check_forced(seed, shape, m, geometry, TmaTile(*tile, window=True), xt, wt, zp_mode)
 
 
 @gpu
